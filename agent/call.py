@@ -1,0 +1,120 @@
+"""``agent call IN.wav``: one real call from a file, through the same server, transport and pipeline.
+
+Starts the runtime and the HTTP server in-process on a free loopback port, dials it with the
+aiortc caller (real WebRTC), plays the WAV in real time as the caller's microphone, records
+the bot, and reports per-turn latency measured from the true end of speech in the WAV.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import uvicorn
+
+from agent.audio import read_wav, speech_segments, write_wav
+from agent.config import BriskConfig
+from agent.pipeline import INPUT_SAMPLE_RATE, Flavor
+from agent.runtime import Runtime
+from agent.server import create_app
+from agent.webrtc_client import WavMicrophone, WebRTCCaller
+
+# Silence longer than this between speech separates two user turns in a WAV.
+TURN_GAP_S = 1.5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def running_server(config: BriskConfig, runtime: Runtime, flavor: Flavor = "brisk"):
+    """Serve ``create_app`` on a free loopback port inside this event loop; yields (base_url, app)."""
+    app = create_app(config, runtime=runtime, flavor=flavor)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        await task
+
+
+@dataclass
+class CallResult:
+    caller: WebRTCCaller
+    utterance_ends: list[float]  # monotonic times of each user turn's true speech end
+    summary: dict  # the server-side latency observer's summary
+
+
+def utterance_end_offsets(samples: np.ndarray, rate: int) -> list[float]:
+    return [end for _, end in speech_segments(samples, rate, min_gap_s=TURN_GAP_S)]
+
+
+async def place_call(base_url: str, app, samples: np.ndarray, rate: int, max_wait_s: float = 60.0) -> CallResult:
+    """Dial ``base_url``, speak ``samples``, wait for the answer to finish, hang up."""
+    caller = WebRTCCaller(base_url)
+    mic = WavMicrophone(samples, rate)
+    await caller.connect(mic)
+    try:
+        await asyncio.wait_for(mic.finished.wait(), timeout=len(samples) / rate + 30)
+        await caller.wait_until_quiet(quiet_secs=2.5, max_secs=max_wait_s)
+    finally:
+        call = app.state.calls.calls.get(caller.pc_id)
+        summary = call.latency.summary() if call else {"processors": {}, "turns": []}
+        await caller.close()
+    ends = [mic.time_of_sample(int(end * rate)) for end in utterance_end_offsets(samples, rate)]
+    return CallResult(caller=caller, utterance_ends=ends, summary=summary)
+
+
+def report(result: CallResult) -> dict:
+    """The ``agent call --json`` object: per-turn text and latency, per-processor stats."""
+    records = result.summary.get("turns") or result.caller.turn_records()
+    turns = []
+    for i, end in enumerate(result.utterance_ends):
+        record = records[i] if i < len(records) else {}
+        first_audio = result.caller.first_audible_after(end)
+        next_end = result.utterance_ends[i + 1] if i + 1 < len(result.utterance_ends) else None
+        if first_audio is not None and next_end is not None and first_audio > next_end:
+            first_audio = None  # that audio answered a later turn
+        latency = {"v2v": None if first_audio is None else round((first_audio - end) * 1000, 1)}
+        t0 = record.get("t0_monotonic")
+        for stage, ms in (record.get("stages_ms") or {}).items():
+            # Re-base every stage on the true end of speech in the WAV, not the VAD's estimate.
+            latency[stage] = None if ms is None or t0 is None else round((t0 + ms / 1000 - end) * 1000, 1)
+        stages = record.get("stages_ms") or {}
+        if stages.get("llm_request") is not None and stages.get("llm_first_token") is not None:
+            latency["llm_ttft"] = round(stages["llm_first_token"] - stages["llm_request"], 1)
+        if stages.get("tts_first_text") is not None and stages.get("tts_first_audio") is not None:
+            latency["tts_ttfb"] = round(stages["tts_first_audio"] - stages["tts_first_text"], 1)
+        turns.append(
+            {"user_text": record.get("user_text", ""), "bot_text": record.get("bot_text", ""), "latency_ms": latency}
+        )
+    return {"turns": turns, "processors": result.summary.get("processors", {})}
+
+
+async def run_call(config: BriskConfig, wav_path: str, out_path: str | None = None) -> dict:
+    samples, rate = read_wav(wav_path, target_rate=INPUT_SAMPLE_RATE)
+    if not utterance_end_offsets(samples, rate):
+        raise ValueError(f"{wav_path}: no speech found in the file")
+    runtime = Runtime(config)
+    await runtime.start()
+    try:
+        async with running_server(config, runtime) as (base_url, app):
+            result = await place_call(base_url, app, samples, rate)
+    finally:
+        await runtime.stop()
+    if out_path:
+        audio, out_rate = result.caller.recorded_audio()
+        write_wav(out_path, audio, out_rate)
+    return report(result)

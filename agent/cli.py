@@ -1,0 +1,97 @@
+"""``python -m agent <command>``: serve, call, prepare-models.
+
+    python -m agent serve [--host 127.0.0.1] [--port 7860]
+    python -m agent call IN.wav [--out OUT.wav] [--json]
+    python -m agent prepare-models
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from loguru import logger
+
+from agent.config import ConfigError, load_config
+
+
+def _setup_logging(level: str, quiet: bool = False) -> None:
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING" if quiet else level)
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from agent.server import create_app
+
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+    config = load_config(**overrides)
+    _setup_logging(config.log_level)
+    app = create_app(config)
+    print(f"Brisk is starting on http://{config.host}:{config.port}/ (models load first; /healthz says when ready)",
+          flush=True)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+    return 0
+
+
+def cmd_call(args) -> int:
+    from agent.call import run_call
+
+    config = load_config()
+    _setup_logging(config.log_level, quiet=args.json)
+    result = asyncio.run(run_call(config, args.wav, args.out))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for i, turn in enumerate(result["turns"], 1):
+            v2v = turn["latency_ms"].get("v2v")
+            print(f"turn {i}: user: {turn['user_text']!r}")
+            print(f"        bot:  {turn['bot_text']!r}")
+            print(f"        voice-to-voice: {'no answer' if v2v is None else f'{v2v:.0f} ms'}")
+        if args.out:
+            print(f"bot audio saved to {args.out}")
+    return 0
+
+
+def cmd_prepare_models(args) -> int:
+    from agent import models
+
+    config = load_config()
+    _setup_logging(config.log_level)
+    models.prepare_all(config.models_dir)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agent", description="Brisk real-time voice agent")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the web server (page, WebRTC signalling, /healthz)")
+    serve.add_argument("--host", default=None, help="interface to listen on (default: BRISK_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: BRISK_PORT or 7860)")
+    serve.set_defaults(func=cmd_serve)
+
+    call = sub.add_parser("call", help="play a WAV as the caller's microphone through a real call")
+    call.add_argument("wav", help="16-bit PCM WAV with the caller's speech (any rate, mono or stereo)")
+    call.add_argument("--out", default=None, help="save the bot's audio to this WAV")
+    call.add_argument("--json", action="store_true", help="print one JSON object with turns and latencies")
+    call.set_defaults(func=cmd_call)
+
+    prep = sub.add_parser("prepare-models", help="join and verify the embedded model files once")
+    prep.set_defaults(func=cmd_prepare_models)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

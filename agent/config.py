@@ -1,0 +1,149 @@
+"""All of Brisk's settings in one typed object.
+
+Every option reads from an environment variable ``BRISK_<NAME>`` (e.g. ``BRISK_PORT=8080``)
+or a ``.env`` file, and has a default that runs fully offline on the embedded models.
+Set ``BRISK_LLM_BASE_URL`` (+ ``BRISK_LLM_API_KEY``, ``BRISK_LLM_MODEL``) to use any
+OpenAI-compatible provider instead of the embedded LLM, and ``BRISK_CARTESIA_API_KEY`` to
+speak with Cartesia instead of the embedded voice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.prompts import DEFAULT_SYSTEM_PROMPT
+
+
+class ConfigError(Exception):
+    """A setting is missing or wrong. The message says which and how to fix it."""
+
+
+class BriskConfig(BaseSettings):
+    """Brisk settings. Field docs double as the reference in README.md."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="BRISK_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    # --- server ---------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Interface the HTTP server listens on.")
+    port: int = Field(7860, ge=1, le=65535, description="Port the HTTP server listens on.")
+    ice_servers: list[str] = Field(
+        default_factory=list,
+        description="STUN/TURN URLs offered to WebRTC peers; empty = host candidates only (offline).",
+    )
+    max_offer_bytes: int = Field(
+        65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413."
+    )
+    max_calls: int = Field(4, ge=1, description="Concurrent calls this process accepts (2 cores: keep it small).")
+    log_level: str = Field("INFO", description="loguru level: DEBUG, INFO, WARNING, ERROR.")
+
+    # --- models on disk -------------------------------------------------------------------
+    models_dir: Path = Field(
+        Path.home() / ".cache" / "brisk" / "models",
+        description="Where joined model files (GGUF, Whisper base) are prepared once.",
+    )
+
+    # --- VAD + turn taking ----------------------------------------------------------------
+    vad_confidence: float = Field(0.7, ge=0, le=1, description="Silero speech probability threshold.")
+    vad_start_secs: float = Field(0.2, ge=0, description="Speech needed before the VAD says 'started'.")
+    vad_stop_secs: float = Field(0.3, ge=0, description="Silence needed before the VAD says 'stopped'.")
+    vad_min_volume: float = Field(0.6, ge=0, le=1, description="Minimum volume for a frame to count as speech.")
+    turn_stop_timeout_secs: float = Field(
+        0.1,
+        ge=0,
+        description="Extra wait after the VAD stop before the user's turn ends (pause tolerance).",
+    )
+
+    # --- ASR ------------------------------------------------------------------------------
+    whisper_model: Literal["tiny.en", "base"] = Field(
+        "tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate)."
+    )
+    whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
+    stt_partial_interval_secs: float = Field(
+        0.2, gt=0, description="Target cadence of partial transcripts while the user speaks."
+    )
+
+    # --- LLM ------------------------------------------------------------------------------
+    llm_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint (e.g. https://api.openai.com/v1); unset = embedded LLM."
+    )
+    llm_api_key: str | None = Field(None, description="API key for llm_base_url.")
+    llm_model: str | None = Field(None, description="Model name at llm_base_url (required with it).")
+    llm_embedded_model: Literal["qwen-0.5b", "smollm2-135m"] = Field(
+        "qwen-0.5b", description="Embedded GGUF: qwen-0.5b (default) or smollm2-135m (faster, weaker)."
+    )
+    llm_threads: int = Field(2, ge=1, description="CPU threads for the embedded llama.cpp server.")
+    llm_context_tokens: int = Field(2048, ge=256, description="Context window of the embedded LLM server.")
+    llm_max_tokens: int = Field(150, ge=1, description="Cap on tokens per answer (spoken answers stay short).")
+    llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
+    llm_connect_timeout_secs: float = Field(2.0, gt=0, description="HTTP connect timeout to the LLM.")
+    llm_timeout_secs: float = Field(30.0, gt=0, description="Total timeout of one LLM request.")
+    system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, description="System prompt; keep it free of clock times.")
+    apology_text: str = Field(
+        "Sorry, I'm having trouble answering right now. Please try again in a moment.",
+        description="Spoken when the LLM fails mid-call, so the caller never hears silence.",
+    )
+
+    # --- TTS ------------------------------------------------------------------------------
+    tts: Literal["auto", "hibari", "espeak", "cartesia"] = Field(
+        "auto", description="Voice: auto = cartesia if cartesia_api_key is set, else hibari."
+    )
+    espeak_voice: str = Field("en-us", description="espeak-ng voice for tts=espeak.")
+    cartesia_api_key: str | None = Field(None, description="Cartesia API key; setting it switches TTS to Cartesia.")
+    cartesia_voice_id: str = Field(
+        "71a7ad14-091c-4e8e-a314-022ece01c121", description="Cartesia voice id."
+    )
+    cartesia_model: str = Field("sonic-2", description="Cartesia model id.")
+    cartesia_url: str = Field(
+        "wss://api.cartesia.ai/tts/websocket", description="Cartesia websocket URL (a stand-in in tests)."
+    )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError(f"unknown log level {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BriskConfig":
+        if self.llm_base_url and not self.llm_model:
+            raise ValueError("llm_base_url is set but llm_model is not: set BRISK_LLM_MODEL too")
+        if (self.llm_api_key or self.llm_model) and not self.llm_base_url:
+            raise ValueError(
+                "llm_api_key/llm_model only apply to an external LLM: set BRISK_LLM_BASE_URL as well"
+            )
+        if self.tts == "cartesia" and not self.cartesia_api_key:
+            raise ValueError("tts=cartesia needs BRISK_CARTESIA_API_KEY")
+        return self
+
+    @property
+    def embedded_llm(self) -> bool:
+        """True when Brisk runs its own llama.cpp server."""
+        return not self.llm_base_url
+
+    @property
+    def tts_engine(self) -> Literal["hibari", "espeak", "cartesia"]:
+        """The voice actually used, with 'auto' resolved."""
+        if self.tts == "auto":
+            return "cartesia" if self.cartesia_api_key else "hibari"
+        return self.tts
+
+
+def load_config(**overrides) -> BriskConfig:
+    """Read the config from the environment, turning validation errors into one clear ConfigError."""
+    try:
+        return BriskConfig(**overrides)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "config"
+            env = f"BRISK_{field.upper()}" if err["loc"] else ""
+            problems.append(f"  - {field}{f' ({env})' if env else ''}: {err['msg']}")
+        raise ConfigError("invalid Brisk configuration:\n" + "\n".join(problems)) from None

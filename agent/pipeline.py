@@ -1,0 +1,190 @@
+"""The one place where processors are chosen and wired, for any transport.
+
+``build_call`` assembles a call's pipeline from the config and the process-wide
+``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
+a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
+
+    transport.input() -> VAD -> STT -> user aggregator -> LLM -> TTS -> transport.output()
+                      -> assistant aggregator        (observer: processors/latency.py)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from loguru import logger
+from openai import AsyncOpenAI
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.audio.vad_processor import VADProcessor
+from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.transports.base_transport import BaseTransport
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from agent.config import BriskConfig
+from processors.latency import LatencyObserver
+from processors.openai_llm import ResilientOpenAILLMService
+
+Flavor = Literal["brisk", "stock"]
+
+# Hibari speaks at 24 kHz; the pipeline's output runs at the voice's own rate so nothing resamples.
+OUTPUT_SAMPLE_RATE = 24000
+INPUT_SAMPLE_RATE = 16000
+
+
+@dataclass
+class Resources:
+    """Everything loaded once per process and shared by every call."""
+
+    config: BriskConfig
+    whisper_model_path: Path
+    llm_client: AsyncOpenAI
+    llm_model: str
+    whisper_engine: object | None = None  # processors.streaming_whisper.WhisperEngine
+    hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Call:
+    """One assembled call: run ``worker`` with a WorkerRunner; read ``latency`` for its numbers."""
+
+    worker: PipelineWorker
+    latency: LatencyObserver
+    context: LLMContext
+    flavor: Flavor
+
+
+def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
+    """Silero VAD on its bundled ONNX model; stock keeps pipecat's default parameters."""
+    if flavor == "stock":
+        return SileroVADAnalyzer()
+    return SileroVADAnalyzer(
+        params=VADParams(
+            confidence=config.vad_confidence,
+            start_secs=config.vad_start_secs,
+            stop_secs=config.vad_stop_secs,
+            min_volume=config.vad_min_volume,
+        )
+    )
+
+
+def make_stt(resources: Resources, flavor: Flavor):
+    config = resources.config
+    if flavor == "stock":
+        from pipecat.services.whisper.stt import WhisperSTTService
+
+        # pipecat's own segmented Whisper: waits for the VAD stop, then transcribes everything.
+        return WhisperSTTService(model=str(resources.whisper_model_path), device="cpu", compute_type="int8")
+
+    from processors.streaming_whisper import StreamingWhisperSTTService
+
+    return StreamingWhisperSTTService(
+        engine=resources.whisper_engine, partial_interval_s=config.stt_partial_interval_secs
+    )
+
+
+def make_llm(resources: Resources) -> OpenAILLMService:
+    config = resources.config
+    return ResilientOpenAILLMService(
+        client=resources.llm_client,
+        apology_text=config.apology_text,
+        supports_developer_role=not config.embedded_llm,
+        settings=OpenAILLMService.Settings(
+            model=resources.llm_model,
+            system_instruction=config.system_prompt,
+            temperature=config.llm_temperature,
+            max_tokens=config.llm_max_tokens,
+        ),
+    )
+
+
+def make_tts(resources: Resources):
+    config = resources.config
+    engine = config.tts_engine
+    if engine == "hibari":
+        from processors.hibari_tts import HibariTTSService
+
+        return HibariTTSService(voice=resources.hibari_voice)
+    if engine == "espeak":
+        from processors.espeak_tts import EspeakTTSService
+
+        return EspeakTTSService(voice=config.espeak_voice)
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+
+    return CartesiaTTSService(
+        api_key=config.cartesia_api_key,
+        voice_id=config.cartesia_voice_id,
+        model=config.cartesia_model,
+        url=config.cartesia_url,
+    )
+
+
+def make_turn_strategies(config: BriskConfig, flavor: Flavor) -> UserTurnStrategies:
+    if flavor == "stock":
+        return UserTurnStrategies()  # pipecat defaults: VAD/transcription start, Smart Turn v3 stop
+    # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
+    # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
+    return UserTurnStrategies(
+        stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
+    )
+
+
+def build_call(
+    resources: Resources,
+    transport: BaseTransport,
+    *,
+    flavor: Flavor = "brisk",
+    observers: list | None = None,
+    latency: LatencyObserver | None = None,
+    input_sample_rate: int = INPUT_SAMPLE_RATE,
+) -> Call:
+    """Assemble one call's pipeline and worker on ``transport``."""
+    config = resources.config
+    latency = latency or LatencyObserver()
+    context = LLMContext()
+    aggregators = LLMContextAggregatorPair(
+        context,
+        user_params=LLMUserAggregatorParams(user_turn_strategies=make_turn_strategies(config, flavor)),
+    )
+    pipeline = Pipeline(
+        [
+            transport.input(),
+            VADProcessor(vad_analyzer=make_vad(config, flavor)),
+            make_stt(resources, flavor),
+            aggregators.user(),
+            make_llm(resources),
+            make_tts(resources),
+            transport.output(),
+            aggregators.assistant(),
+        ]
+    )
+    worker = PipelineWorker(
+        pipeline,
+        params=PipelineParams(
+            enable_metrics=True,
+            audio_in_sample_rate=input_sample_rate,
+            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
+        ),
+        observers=[latency, *(observers or [])],
+        idle_timeout_secs=None,
+    )
+
+    async def forward_turn_record(record: dict):
+        # The browser draws each turn's waterfall from this message.
+        await worker.queue_frame(RTVIServerMessageFrame(data={"type": "turn-latency", **record}))
+
+    latency.add_turn_listener(forward_turn_record)
+    logger.info(f"assembled a {flavor} pipeline: tts={config.tts_engine}, llm={resources.llm_model}")
+    return Call(worker=worker, latency=latency, context=context, flavor=flavor)

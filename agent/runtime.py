@@ -1,0 +1,116 @@
+"""Process-wide runtime: prepares models, supervises the embedded LLM server, loads ASR/TTS once.
+
+Both ``agent serve`` and ``agent call`` start one ``Runtime`` and build every call's pipeline
+from its ``Resources``; nothing heavy is loaded per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from loguru import logger
+
+from agent import models
+from agent.config import BriskConfig
+from agent.llm_server import LocalLLMServer
+from agent.pipeline import Resources
+from processors.openai_llm import make_openai_client
+
+
+class Runtime:
+    """Owns the shared models and the LLM server for the life of the process."""
+
+    def __init__(self, config: BriskConfig):
+        self.config = config
+        self.resources: Resources | None = None
+        self.llm_server: LocalLLMServer | None = None
+        self._components: dict[str, dict] = {
+            "models": {"ready": False},
+            "asr": {"ready": False, "model": config.whisper_model},
+            "tts": {"ready": False, "engine": config.tts_engine},
+            "llm": {"ready": False, "embedded": config.embedded_llm},
+        }
+        self.error: str | None = None
+
+    async def start(self) -> None:
+        """Prepare and load everything; raises with a clear message if a part cannot start."""
+        config = self.config
+        t0 = time.monotonic()
+        whisper_path = await asyncio.to_thread(models.whisper_model_path, config.whisper_model, config.models_dir)
+        llm_path = None
+        if config.embedded_llm:
+            llm_path = await asyncio.to_thread(models.llm_model_path, config.llm_embedded_model, config.models_dir)
+        self._components["models"] = {"ready": True, "whisper": str(whisper_path), "llm": str(llm_path or "")}
+
+        if config.embedded_llm:
+            self.llm_server = LocalLLMServer(
+                model_path=llm_path,
+                model_alias=config.llm_embedded_model,
+                n_threads=config.llm_threads,
+                n_ctx=config.llm_context_tokens,
+                log_dir=config.models_dir,
+                system_prompt=config.system_prompt,
+            )
+            llm_task = asyncio.create_task(self.llm_server.start())
+        else:
+            llm_task = None
+
+        # Load ASR and TTS while the LLM server boots: they are independent.
+        whisper_engine = await asyncio.to_thread(self._load_whisper, whisper_path)
+        self._components["asr"]["ready"] = True
+        hibari_voice = await asyncio.to_thread(self._load_tts)
+        self._components["tts"]["ready"] = True
+
+        if llm_task is not None:
+            await llm_task
+            await self.llm_server.warm(config.system_prompt)
+            base_url, api_key, model = self.llm_server.base_url, None, self.llm_server.model_alias
+        else:
+            base_url, api_key, model = config.llm_base_url, config.llm_api_key, config.llm_model
+        self._components["llm"].update({"ready": True, "base_url": base_url, "model": model})
+
+        self.resources = Resources(
+            config=config,
+            whisper_model_path=whisper_path,
+            whisper_engine=whisper_engine,
+            hibari_voice=hibari_voice,
+            llm_client=make_openai_client(
+                base_url=base_url,
+                api_key=api_key,
+                connect_timeout=config.llm_connect_timeout_secs,
+                total_timeout=config.llm_timeout_secs,
+            ),
+            llm_model=model,
+        )
+        logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
+
+    def _load_whisper(self, path):
+        from processors.streaming_whisper import WhisperEngine
+
+        return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads)
+
+    def _load_tts(self):
+        if self.config.tts_engine != "hibari":
+            return None
+        from processors.hibari_tts import HibariVoice
+
+        return HibariVoice.load()
+
+    async def stop(self) -> None:
+        if self.llm_server:
+            await self.llm_server.stop()
+        if self.resources:
+            await self.resources.llm_client.close()
+
+    def health(self) -> tuple[bool, dict]:
+        """(ready, per-component status) for GET /healthz."""
+        components = {k: dict(v) for k, v in self._components.items()}
+        if self.llm_server is not None:
+            components["llm"].update(self.llm_server.status())
+            components["llm"]["ready"] = components["llm"]["ready"] and self.llm_server.healthy
+        ready = self.resources is not None and all(c["ready"] for c in components.values())
+        body = {"ready": ready, "components": components}
+        if self.error:
+            body["error"] = self.error
+        return ready, body
