@@ -118,9 +118,9 @@ def make_tts(resources: Resources):
 
         return HibariTTSService(voice=resources.hibari_voice)
     if engine == "espeak":
-        from processors.espeak_tts import EspeakTTSService
+        from processors.espeak_tts import EspeakTTSService, EspeakTTSSettings
 
-        return EspeakTTSService(voice=config.espeak_voice)
+        return EspeakTTSService(settings=EspeakTTSSettings(voice=config.espeak_voice))
     from pipecat.services.cartesia.tts import CartesiaTTSService
 
     return CartesiaTTSService(

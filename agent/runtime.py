@@ -93,9 +93,9 @@ class Runtime:
     def _load_tts(self):
         if self.config.tts_engine != "hibari":
             return None
-        from processors.hibari_tts import HibariVoice
+        from processors.hibari_tts import load_voice
 
-        return HibariVoice.load()
+        return load_voice()
 
     async def stop(self) -> None:
         if self.llm_server:

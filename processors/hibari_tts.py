@@ -1,0 +1,165 @@
+"""Embedded hibari voice (in-process, 24 kHz) as a pipecat TTS service.
+
+Consumes: text from pipecat's TTS machinery (LLM sentences, TTSSpeakFrame).
+Emits: TTSStartedFrame, 40 ms TTSAudioRawFrames sentence by sentence, TTSStoppedFrame;
+an ErrorFrame upstream when synthesis fails.
+Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
+"""
+
+import asyncio
+import functools
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hibari import SAMPLE_RATE, Hibari
+
+from pipecat.audio.utils import detect_speech_onset
+from pipecat.frames.frames import Frame
+from pipecat.services.settings import TTSSettings
+from pipecat.services.tts_service import TTSService
+from pipecat.utils.tracing.service_decorators import traced_tts
+from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
+
+DEFAULT_VOICE = "heart"
+FRAME_SECONDS = 0.04
+# hibari's pre-speech silence is below -70 dBFS; -60 dBFS still catches soft onsets (/h/, /f/),
+# which start up to ~80 ms before the -40 dBFS default gate opens.
+_ONSET_THRESHOLD_DB = -60.0
+_ONSET_SEARCH_BYTES = SAMPLE_RATE * 2  # the first second
+
+_load_lock = threading.Lock()
+
+
+@functools.cache
+def _load(name: str) -> Hibari:
+    voice = Hibari(voice=name)
+    # The G2P tables and the OOV net load lazily; pay for them (and onnxruntime's first run)
+    # here, not on the first sentence of the first call.
+    _ = voice.g2p.oov
+    voice("Warm up.")
+    return voice
+
+
+def load_voice(name: str = DEFAULT_VOICE) -> Hibari:
+    """Return the process-wide hibari voice `name`, loading and warming it on first use.
+
+    Only "heart" ships in the package; other voices are fetched by hibari on first use.
+    """
+    with _load_lock:
+        return _load(name)
+
+
+def _to_pcm16(audio: np.ndarray) -> bytes:
+    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+async def _drop_text_without_words(text: str, text_type: str) -> str:
+    # hibari reads nothing out of text without letters or digits ("🙂", "*"). Passed on, such a
+    # context would end with no audio, which pipecat reports as a failing provider and waits
+    # stop_frame_timeout_s on; an empty result makes the base class skip the text instead.
+    return text if any(ch.isalnum() for ch in text) else ""
+
+
+@dataclass
+class HibariTTSSettings(TTSSettings):
+    """Settings for HibariTTSService.
+
+    Parameters:
+        speed: hibari's pace multiplier (0.5 slow .. 2.0 fast).
+    """
+
+    speed: float | NotGiven = field(default_factory=lambda: NOT_GIVEN)
+
+
+class HibariTTSService(TTSService):
+    """Speaks text with a shared in-process hibari voice, sentence by sentence, off the event loop."""
+
+    Settings = HibariTTSSettings
+    _settings: Settings
+
+    def __init__(
+        self,
+        *,
+        voice: Hibari | None = None,
+        leading_silence_s: float | None = 0.05,
+        settings: Settings | None = None,
+        **kwargs,
+    ):
+        """Create the service.
+
+        Args:
+            voice: A loaded hibari voice to share; defaults to `load_voice(settings.voice)`.
+            leading_silence_s: Silence kept before each sentence's speech; None keeps all of it.
+            settings: Voice name and speed (defaults: "heart", 1.0).
+            **kwargs: Passed to `TTSService`. `sample_rate` defaults to hibari's 24 kHz, so the
+                output transport resamples if it runs at another rate.
+        """
+        default_settings = self.Settings(model=None, voice=DEFAULT_VOICE, language=None, speed=1.0)
+        if settings is not None:
+            default_settings.apply_update(settings)
+
+        kwargs.setdefault("sample_rate", SAMPLE_RATE)
+        kwargs["text_transforms"] = [
+            *(kwargs.get("text_transforms") or []),
+            ("*", _drop_text_without_words),
+        ]
+        super().__init__(
+            push_start_frame=True,
+            push_stop_frames=True,
+            settings=default_settings,
+            **kwargs,
+        )
+        self._voice = voice or load_voice(assert_given(self._settings.voice))
+        self._leading_silence_s = leading_silence_s
+
+    def can_generate_metrics(self) -> bool:
+        """TTFB, processing and usage metrics are supported."""
+        return True
+
+    async def _update_settings(self, delta: Settings) -> dict[str, Any]:
+        changed = await super()._update_settings(delta)
+        # speed is read on every call; the voice model was chosen when the service was built.
+        self._warn_unhandled_updated_settings(changed.keys() & {"voice", "model"})
+        return changed
+
+    @traced_tts
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame, None]:
+        """Synthesise `text` one sentence at a time and yield its audio in 40 ms frames."""
+        try:
+            await self.start_tts_usage_metrics(text)
+            async for frame in self._stream_audio_frames_from_iterator(
+                self._pcm_chunks(text), in_sample_rate=SAMPLE_RATE, context_id=context_id
+            ):
+                await self.stop_ttfb_metrics()
+                yield frame
+        except Exception as e:
+            await self.push_error(error_msg=f"hibari could not synthesise [{text}]: {e}", exception=e)
+        finally:
+            await self.stop_ttfb_metrics()
+
+    async def _pcm_chunks(self, text: str) -> AsyncIterator[bytes]:
+        speed = assert_given(self._settings.speed)
+        frame_bytes = int(SAMPLE_RATE * FRAME_SECONDS) * 2
+        # One sentence (hibari splits overlong ones at clauses) per thread hop: audio of the
+        # first goes out while the next is synthesised, and a cancelled call stops here,
+        # before asking for the next sentence.
+        for phonemes in await asyncio.to_thread(self._voice.phonemize, text):
+            pcm = await asyncio.to_thread(self._synthesise, phonemes, speed)
+            for start in range(0, len(pcm), frame_bytes):
+                yield pcm[start : start + frame_bytes]
+
+    def _synthesise(self, phonemes: str, speed: float) -> bytes:
+        # hibari opens every sentence with 0.2-0.35 s of silence: before a reply's first
+        # sentence that is pure latency, and its trailing silence already spaces sentences.
+        pcm = _to_pcm16(self._voice.from_phonemes(phonemes, speed))
+        if self._leading_silence_s is None:
+            return pcm
+        onset = detect_speech_onset(
+            pcm[:_ONSET_SEARCH_BYTES], SAMPLE_RATE, threshold_db=_ONSET_THRESHOLD_DB
+        )
+        if onset is None:
+            return pcm
+        return pcm[max(0, onset - int(self._leading_silence_s * SAMPLE_RATE)) * 2 :]
