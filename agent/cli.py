@@ -23,13 +23,14 @@ def _setup_logging(level: str, quiet: bool = False) -> None:
 
 
 def cmd_serve(args) -> int:
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+    config = load_config(**overrides)
+    _setup_logging(config.log_level)
+
     import uvicorn
 
     from agent.server import create_app
 
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
-    config = load_config(**overrides)
-    _setup_logging(config.log_level)
     app = create_app(config)
     print(f"Brisk is starting on http://{config.host}:{config.port}/ (models load first; /healthz says when ready)",
           flush=True)
@@ -38,10 +39,11 @@ def cmd_serve(args) -> int:
 
 
 def cmd_call(args) -> int:
-    from agent.call import run_call
-
     config = load_config()
     _setup_logging(config.log_level, quiet=args.json)
+
+    from agent.call import run_call
+
     result = asyncio.run(run_call(config, args.wav, args.out))
     if args.json:
         print(json.dumps(result, indent=2))

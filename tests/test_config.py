@@ -1,0 +1,74 @@
+import pytest
+
+from agent.config import ConfigError, load_config
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no stray .env file
+    for key in list(__import__("os").environ):
+        if key.startswith("BRISK_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults_run_everything_embedded():
+    config = load_config()
+    assert config.embedded_llm
+    assert config.tts_engine == "hibari"
+    assert config.whisper_model == "tiny.en"
+    assert config.ice_servers == []  # offline: no public STUN server
+    assert "Harbor Lane Bikes" in config.system_prompt
+
+
+def test_env_vars_with_the_brisk_prefix_override_defaults(monkeypatch):
+    monkeypatch.setenv("BRISK_PORT", "9001")
+    monkeypatch.setenv("BRISK_WHISPER_MODEL", "base")
+    monkeypatch.setenv("BRISK_ICE_SERVERS", '["stun:stun.example.org:3478"]')
+    config = load_config()
+    assert config.port == 9001
+    assert config.whisper_model == "base"
+    assert config.ice_servers == ["stun:stun.example.org:3478"]
+
+
+def test_an_openai_compatible_base_url_switches_the_llm_to_that_provider(monkeypatch):
+    monkeypatch.setenv("BRISK_LLM_BASE_URL", "https://api.groq.example/v1")
+    monkeypatch.setenv("BRISK_LLM_API_KEY", "sk-test")
+    monkeypatch.setenv("BRISK_LLM_MODEL", "llama-3.1-8b")
+    config = load_config()
+    assert not config.embedded_llm
+    assert config.llm_model == "llama-3.1-8b"
+
+
+def test_a_cartesia_key_switches_tts_to_cartesia(monkeypatch):
+    monkeypatch.setenv("BRISK_CARTESIA_API_KEY", "ck-test")
+    assert load_config().tts_engine == "cartesia"
+
+
+@pytest.mark.parametrize(
+    "env, complaint",
+    [
+        ({"BRISK_LLM_BASE_URL": "https://x.example/v1"}, "BRISK_LLM_MODEL"),
+        ({"BRISK_LLM_MODEL": "gpt-4o"}, "BRISK_LLM_BASE_URL"),
+        ({"BRISK_TTS": "cartesia"}, "BRISK_CARTESIA_API_KEY"),
+        ({"BRISK_PORT": "not-a-port"}, "BRISK_PORT"),
+        ({"BRISK_WHISPER_MODEL": "large-v3"}, "BRISK_WHISPER_MODEL"),
+        ({"BRISK_LOG_LEVEL": "LOUD"}, "BRISK_LOG_LEVEL"),
+    ],
+)
+def test_wrong_settings_give_one_clear_error_naming_the_setting(monkeypatch, env, complaint):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert complaint in str(err.value)
+    assert "Traceback" not in str(err.value)
+
+
+def test_the_cli_reports_a_config_error_without_a_stack_trace(monkeypatch, capsys):
+    from agent.cli import main
+
+    monkeypatch.setenv("BRISK_PORT", "0")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid Brisk configuration")
+    assert "BRISK_PORT" in err
