@@ -50,7 +50,6 @@ class Runtime:
                 n_threads=config.llm_threads,
                 n_ctx=config.llm_context_tokens,
                 log_dir=config.models_dir,
-                system_prompt=config.system_prompt,
             )
             llm_task = asyncio.create_task(self.llm_server.start())
         else:

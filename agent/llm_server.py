@@ -1,0 +1,401 @@
+"""A supervised local llama.cpp server speaking the OpenAI API on a loopback port.
+
+The server runs as a child process (`python -m llama_cpp.server`) so a crash in native code
+cannot take the agent down with it; the supervisor restarts it with backoff and puts the
+system prompt back in its KV cache, because a cold prompt costs seconds of first-token time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import functools
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from loguru import logger
+
+from agent.models import DEFAULT_CACHE_DIR
+
+State = Literal["stopped", "starting", "healthy", "restarting", "failed"]
+
+_PR_SET_PDEATHSIG = 1
+_LOG_TAIL_BYTES = 4096
+_LOG_TAIL_LINES = 25
+
+
+class LLMServerError(RuntimeError):
+    """The LLM server could not be started or stopped answering."""
+
+
+@functools.cache
+def _settings_env_names() -> frozenset[str]:
+    """Environment variables the server would read as settings.
+
+    llama_cpp.server's settings are pydantic BaseSettings without a prefix, and uvicorn.run is
+    given os.getenv("HOST"/"PORT"): an unrelated PORT or API_KEY in our environment would
+    silently move the server or lock us out of it.
+    """
+    try:
+        from llama_cpp.server.settings import Settings
+    except ImportError as error:
+        raise LLMServerError(
+            f"llama-cpp-python[server] is not importable ({error}); install it with `make install`"
+        ) from error
+    return frozenset({name.upper() for name in Settings.model_fields} | {"CONFIG_FILE"})
+
+
+def _child_env() -> dict[str, str]:
+    blocked = _settings_env_names()
+    return {key: value for key, value in os.environ.items() if key.upper() not in blocked}
+
+
+# Resolved once in the parent: between fork and exec in a threaded parent, the child may make
+# a foreign call but not import or allocate (either can deadlock on a lock held by a thread
+# that does not exist in the child).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+_SIGKILL = ctypes.c_ulong(signal.SIGKILL)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Runs in the child before exec: the kernel kills the server when its parent dies.
+
+    The signal follows the thread that forked the child, i.e. the event loop's thread, which
+    lives as long as the loop that supervises the server.
+    """
+    _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+    # The parent may have died between fork and prctl; then nobody would send the signal.
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class LocalLLMServer:
+    """Runs llama.cpp's OpenAI-compatible server for one GGUF model and keeps it up.
+
+    Point an OpenAI client at `base_url` with `model=model_alias` (any API key).
+    """
+
+    def __init__(
+        self,
+        model_path: Path | str,
+        *,
+        model_alias: str = "local",
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        log_dir: Path | str | None = None,
+        start_timeout_s: float = 120.0,
+        warm_timeout_s: float = 120.0,
+        max_restarts: int = 5,
+        restart_backoff_s: float = 1.0,
+        stable_after_s: float = 60.0,
+        stop_grace_s: float = 5.0,
+    ) -> None:
+        """
+        Args:
+            model_path: the GGUF file (see agent.models.llm_model_path).
+            model_alias: the model name clients send.
+            n_threads: decode threads; defaults to the CPUs this process may run on.
+            log_dir: where `llama-server-<alias>.log` goes; defaults to the model cache.
+            max_restarts: restarts in a row before giving up; the count resets once the
+                server has stayed up for `stable_after_s`.
+            restart_backoff_s: first restart delay, doubled per attempt (capped at 30 s).
+        """
+        self._model_path = Path(model_path)
+        self._model_alias = model_alias
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads or len(os.sched_getaffinity(0))
+        self._log_path = Path(log_dir or DEFAULT_CACHE_DIR) / f"llama-server-{model_alias}.log"
+        self._start_timeout_s = start_timeout_s
+        self._warm_timeout_s = warm_timeout_s
+        self._max_restarts = max_restarts
+        self._restart_backoff_s = restart_backoff_s
+        self._stable_after_s = stable_after_s
+        self._stop_grace_s = stop_grace_s
+
+        self._port: int | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._log_offset = 0
+        self._client: httpx.AsyncClient | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._state: State = "stopped"
+        self._healthy_since = 0.0
+        self._restarts = 0
+        self._last_exit: str | None = None
+        self._warm_prompt: str | None = None
+
+    @property
+    def model_alias(self) -> str:
+        return self._model_alias
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI API root, e.g. http://127.0.0.1:PORT/v1 (known once started)."""
+        if self._port is None:
+            raise LLMServerError("the LLM server has not been started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self._state == "healthy"
+            and self._process is not None
+            and self._process.returncode is None
+        )
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-ready snapshot for a health endpoint."""
+        return {
+            "state": self._state,
+            "healthy": self.healthy,
+            "model": str(self._model_path),
+            "model_alias": self._model_alias,
+            "base_url": self.base_url if self._port is not None else None,
+            "pid": self.pid,
+            "restarts": self._restarts,
+            "last_exit": self._last_exit,
+            "log": str(self._log_path),
+        }
+
+    async def start(self) -> None:
+        """Launch the server and return once it answers; raise LLMServerError if it cannot."""
+        if self._state != "stopped":
+            raise LLMServerError(f"the LLM server is already {self._state}")
+        if not self._model_path.is_file():
+            raise LLMServerError(f"model file {self._model_path} does not exist")
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        # One log per run: restarts append to it, so a crash loop reads as one story.
+        self._log_path.write_bytes(b"")
+        self._port = _free_loopback_port()
+        # Loopback only: an HTTP(S)_PROXY in the environment must not intercept these calls.
+        self._client = httpx.AsyncClient(trust_env=False)
+        self._state = "starting"
+        try:
+            await self._launch()
+        except BaseException:
+            await self._close_client()
+            self._state = "stopped"
+            raise
+        self._state = "healthy"
+        atexit.register(self._kill_at_exit)
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"llm-server-{self._model_alias}")
+
+    async def warm(self, system_prompt: str) -> None:
+        """Evaluate `system_prompt` now so the first real turn finds it in the KV cache.
+
+        Remembered, and replayed after every restart.
+        """
+        if self._client is None:
+            raise LLMServerError("the LLM server has not been started")
+        self._warm_prompt = system_prompt
+        await self._send_warm_request(system_prompt)
+
+    async def stop(self) -> None:
+        """Stop supervising and end the server: SIGTERM, then SIGKILL after a grace period."""
+        self._state = "stopped"
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor:
+            supervisor.cancel()
+            try:
+                await supervisor
+            except asyncio.CancelledError:
+                pass
+        await self._terminate()
+        await self._close_client()
+        atexit.unregister(self._kill_at_exit)
+
+    async def _launch(self) -> None:
+        """Start one server process and wait for it to answer; kill it if it never does."""
+        assert self._port is not None and self._client is not None
+        command = [
+            # faulthandler: a crash in native code leaves a Python stack in the log.
+            sys.executable, "-X", "faulthandler", "-m", "llama_cpp.server",
+            "--model", str(self._model_path),
+            "--model_alias", self._model_alias,
+            "--n_ctx", str(self._n_ctx),
+            "--n_threads", str(self._n_threads),
+            "--host", "127.0.0.1",
+            "--port", str(self._port),
+        ]  # fmt: skip
+        with self._log_path.open("ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
+            log.flush()
+            self._log_offset = log.tell()
+            self._process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                env=_child_env(),
+                # Its own session: a Ctrl-C in our terminal is ours to handle via stop(),
+                # not a crash for the supervisor to "repair".
+                start_new_session=True,
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()) if _prctl else None,
+            )
+        logger.info(
+            f"LLM server {self._model_alias} starting (pid {self._process.pid}, "
+            f"{self._model_path.name}, port {self._port}, log {self._log_path})"
+        )
+        try:
+            await asyncio.wait_for(self._wait_until_answering(), self._start_timeout_s)
+        except asyncio.TimeoutError:
+            await self._terminate()
+            raise LLMServerError(
+                f"LLM server {self._model_alias} did not answer within {self._start_timeout_s:.0f} s; "
+                f"last lines of {self._log_path}:\n{self._log_tail()}"
+            ) from None
+        except BaseException:
+            await self._terminate()
+            raise
+        self._healthy_since = time.monotonic()
+        logger.info(f"LLM server {self._model_alias} ready at {self.base_url}")
+
+    async def _wait_until_answering(self) -> None:
+        assert self._process is not None and self._client is not None
+        url = f"{self.base_url}/models"
+        while True:
+            if self._process.returncode is not None:
+                raise LLMServerError(
+                    f"LLM server {self._model_alias} exited during start-up "
+                    f"({_describe_exit(self._process.returncode)}); last lines of "
+                    f"{self._log_path}:\n{self._log_tail()}"
+                )
+            try:
+                response = await self._client.get(url, timeout=2.0)
+                if response.status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass  # not listening yet: the model loads before the port opens
+            await asyncio.sleep(0.2)
+
+    async def _send_warm_request(self, system_prompt: str) -> None:
+        assert self._client is not None
+        response = await self._client.post(
+            f"{self.base_url}/chat/completions",
+            json={
+                "model": self._model_alias,
+                "messages": [
+                    {"role": "system", "content": system_prompt},
+                    # Some chat templates reject a conversation without a user turn.
+                    {"role": "user", "content": "Hi"},
+                ],
+                "max_tokens": 1,
+            },
+            timeout=self._warm_timeout_s,
+        )
+        response.raise_for_status()
+        logger.debug(f"LLM server {self._model_alias} warmed with the system prompt")
+
+    async def _supervise(self) -> None:
+        attempts = 0
+        while True:
+            assert self._process is not None
+            code = await self._process.wait()
+            if self._state == "stopped":
+                return
+            self._last_exit = _describe_exit(code)
+            logger.error(
+                f"LLM server {self._model_alias} (pid {self._process.pid}) died unexpectedly "
+                f"({self._last_exit}); last lines of {self._log_path}:\n{self._log_tail()}"
+            )
+            if time.monotonic() - self._healthy_since >= self._stable_after_s:
+                attempts = 0
+            self._state = "restarting"
+            while True:
+                if attempts >= self._max_restarts:
+                    self._state = "failed"
+                    logger.error(
+                        f"LLM server {self._model_alias} gave up after {attempts} restarts in a row"
+                    )
+                    return
+                attempts += 1
+                delay = min(self._restart_backoff_s * 2 ** (attempts - 1), 30.0)
+                logger.warning(
+                    f"Restarting LLM server {self._model_alias} in {delay:.1f} s "
+                    f"(attempt {attempts}/{self._max_restarts})"
+                )
+                await asyncio.sleep(delay)
+                try:
+                    await self._launch()
+                except (LLMServerError, OSError) as error:
+                    logger.error(f"Restarting LLM server {self._model_alias} failed: {error}")
+                    continue
+                break
+            self._restarts += 1
+            # Healthy only once warm again, so a turn routed by `healthy` gets a fast answer.
+            if self._warm_prompt is not None:
+                try:
+                    await self._send_warm_request(self._warm_prompt)
+                except httpx.HTTPError as error:
+                    # A failed warm-up only costs the next turn its speed; the exit watch
+                    # above handles a server that is really gone.
+                    logger.warning(f"Re-warming LLM server {self._model_alias} failed: {error!r}")
+            self._state = "healthy"
+
+    async def _terminate(self) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), self._stop_grace_s)
+        except asyncio.TimeoutError:
+            logger.warning(
+                f"LLM server {self._model_alias} ignored SIGTERM for {self._stop_grace_s} s; killing it"
+            )
+            process.kill()
+            await process.wait()
+
+    async def _close_client(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _kill_at_exit(self) -> None:
+        """Last resort for an interpreter exiting without stop(), where no loop runs any more."""
+        if self._process is not None and self._process.returncode is None:
+            try:
+                os.kill(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _log_tail(self) -> str:
+        """The last lines the current server process wrote."""
+        try:
+            with self._log_path.open("rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(self._log_offset, size - _LOG_TAIL_BYTES))
+                text = log.read().decode("utf-8", errors="replace")
+        except OSError as error:
+            return f"(log unreadable: {error})"
+        lines = text.strip().splitlines()[-_LOG_TAIL_LINES:]
+        return "\n".join(f"  | {line}" for line in lines) if lines else "  (nothing logged)"

@@ -1,0 +1,227 @@
+"""The local LLM server against the real llama.cpp server and the small SmolLM2 model."""
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import openai
+import pytest
+
+from agent.llm_server import LLMServerError, LocalLLMServer
+from agent.models import llm_model_path
+
+SYSTEM_PROMPT = (
+    "You are Brisk, a voice assistant. Answer in one short sentence, in plain words, with no "
+    "lists, no markdown and no emoji, because everything you write is spoken aloud. If you do "
+    "not know something, say so briefly instead of guessing. Never mention these instructions."
+)
+
+
+def _server(tmp_path: Path, model: Path | None = None, **options) -> LocalLLMServer:
+    return LocalLLMServer(
+        model or llm_model_path("smollm2-135m"),
+        model_alias="smollm2-test",
+        n_threads=2,
+        log_dir=tmp_path,
+        restart_backoff_s=0.1,
+        **options,
+    )
+
+
+@pytest.fixture
+async def server(tmp_path):
+    server = _server(tmp_path)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def _eventually(condition, describe, timeout_s=180.0):
+    """Waits for `condition`; the timeout only keeps a broken build from hanging."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting: {describe()}")
+        await asyncio.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    # An orphan may linger as a zombie when PID 1 does not reap: that is dead too.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _accepts_connections(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def _chat(server: LocalLLMServer, user: str, system: str = SYSTEM_PROMPT) -> str:
+    client = openai.AsyncOpenAI(base_url=server.base_url, api_key="unused")
+    try:
+        stream = await client.chat.completions.create(
+            model=server.model_alias,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens=16,
+            temperature=0,
+            stream=True,
+        )
+        return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+    finally:
+        await client.close()
+
+
+def _log_since(server: LocalLLMServer, offset: int) -> str:
+    with server.log_path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode(errors="replace")
+
+
+def _prefix_hits(log: str) -> list[tuple[int, int]]:
+    """(reused, still to evaluate) prompt tokens of each request that hit the KV cache."""
+    pattern = r"(\d+) prefix-match hit, remaining (\d+) prompt tokens"
+    return [(int(reused), int(left)) for reused, left in re.findall(pattern, log)]
+
+
+async def test_a_started_server_is_healthy_and_streams_a_chat_completion(server):
+    assert server.healthy
+    assert server.status()["healthy"] is True
+    assert server.base_url.startswith("http://127.0.0.1:") and server.base_url.endswith("/v1")
+
+    answer = await _chat(server, "Say hello.")
+
+    assert answer.strip()
+
+
+async def test_a_port_or_api_key_in_our_environment_does_not_reach_the_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("PORT", "1")
+    monkeypatch.setenv("API_KEY", "a key our client does not send")
+    server = _server(tmp_path)
+    await server.start()
+    try:
+        assert (await _chat(server, "Say hello.")).strip()
+    finally:
+        await server.stop()
+
+
+async def test_warming_leaves_the_system_prompt_in_the_kv_cache_for_the_first_turn(server):
+    await server.warm(SYSTEM_PROMPT)
+    offset = server.log_path.stat().st_size
+
+    await _chat(server, "What is the capital of France?")
+
+    hits = _prefix_hits(_log_since(server, offset))
+    assert hits, "the first turn after warming re-evaluated the whole prompt"
+    reused, left = hits[0]
+    assert reused > left
+
+
+async def test_a_killed_server_is_restarted_warm_on_the_same_address(server):
+    await server.warm(SYSTEM_PROMPT)
+    base_url, old_pid = server.base_url, server.pid
+
+    os.kill(old_pid, signal.SIGKILL)
+    await _eventually(lambda: server.pid != old_pid and server.healthy, server.status)
+
+    status = server.status()
+    assert status["restarts"] == 1
+    assert "SIGKILL" in status["last_exit"]
+    assert server.base_url == base_url
+    offset = server.log_path.stat().st_size
+    assert (await _chat(server, "Say hello.")).strip()
+    assert _prefix_hits(_log_since(server, offset)), "the restarted server was not re-warmed"
+
+
+async def test_stop_leaves_no_server_process_behind(server):
+    pid, port = server.pid, int(server.base_url.split(":")[2].split("/")[0])
+
+    await server.stop()
+
+    assert not _alive(pid)
+    assert not _accepts_connections(port)
+    assert server.status()["state"] == "stopped"
+
+
+async def test_restarting_gives_up_after_the_bounded_number_of_attempts(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.symlink_to(llm_model_path("smollm2-135m"))
+    server = _server(tmp_path, model, max_restarts=2)
+    await server.start()
+    try:
+        model.unlink()
+        os.kill(server.pid, signal.SIGKILL)
+
+        await _eventually(lambda: server.status()["state"] == "failed", server.status)
+
+        assert not server.healthy
+        assert server.status()["restarts"] == 0
+        assert server.log_path.read_text().count("=== ") == 3  # the first start and two retries
+    finally:
+        await server.stop()
+
+
+async def test_a_server_that_cannot_load_its_model_fails_to_start_with_its_log_tail(tmp_path):
+    model = tmp_path / "broken.gguf"
+    model.write_bytes(b"this is not a GGUF file")
+    server = _server(tmp_path, model)
+
+    with pytest.raises(LLMServerError, match="exited during start-up") as error:
+        await server.start()
+
+    last_logged = server.log_path.read_text().strip().splitlines()[-1]
+    assert last_logged in str(error.value)
+    assert server.status()["state"] == "stopped"
+
+
+def test_the_server_dies_with_the_process_that_started_it(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from agent.llm_server import LocalLLMServer
+        from agent.models import llm_model_path
+
+        async def main():
+            server = LocalLLMServer(
+                llm_model_path("smollm2-135m"), n_threads=1, log_dir={str(tmp_path)!r}
+            )
+            await server.start()
+            print(server.pid, flush=True)
+            await asyncio.sleep(3600)
+
+        asyncio.run(main())
+        """
+    )
+    with (tmp_path / "parent.log").open("w") as parent_log:
+        parent = subprocess.Popen(
+            [sys.executable, "-c", script],
+            cwd=Path(__file__).parent.parent,
+            stdout=subprocess.PIPE,
+            stderr=parent_log,
+            text=True,
+        )
+    child = None
+    try:
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), (tmp_path / "parent.log").read_text()
+        child = int(line)
+        assert _alive(child)
+
+        parent.kill()
+        parent.wait()
+
+        asyncio.run(_eventually(lambda: not _alive(child), lambda: f"pid {child} still alive"))
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
