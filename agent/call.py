@@ -8,15 +8,14 @@ the bot, and reports per-turn latency measured from the true end of speech in th
 from __future__ import annotations
 
 import asyncio
-import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import numpy as np
-import uvicorn
 
 from agent.audio import read_wav, speech_segments, write_wav
 from agent.config import BriskConfig
+from agent.loopback import serve_app
 from agent.pipeline import INPUT_SAMPLE_RATE, Flavor
 from agent.runtime import Runtime
 from agent.server import create_app
@@ -26,28 +25,12 @@ from agent.webrtc_client import WavMicrophone, WebRTCCaller
 TURN_GAP_S = 1.5
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @asynccontextmanager
 async def running_server(config: BriskConfig, runtime: Runtime, flavor: Flavor = "brisk"):
-    """Serve ``create_app`` on a free loopback port inside this event loop; yields (base_url, app)."""
+    """A Brisk server on a free loopback port inside this event loop; yields (base_url, app)."""
     app = create_app(config, runtime=runtime, flavor=flavor)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        await task
+    async with serve_app(app) as base_url:
+        yield base_url, app
 
 
 @dataclass

@@ -1,0 +1,125 @@
+"""A scripted OpenAI-compatible LLM server: real HTTP + SSE on loopback, fixed answers, set speed.
+
+It lets the benchmark measure pipeline overhead apart from model speed, and lets tests check
+what the pipeline asked for: every request is recorded (messages, when it came, how many
+tokens went out, whether the client hung up before the end).
+
+    POST /v1/chat/completions   {"messages": [...], "stream": true}  -> SSE chunks, then [DONE]
+    GET  /v1/models
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+DEFAULT_ANSWER = "We are open from nine to six on weekdays, and from ten to four on Saturday."
+
+
+@dataclass
+class RecordedRequest:
+    messages: list[dict]
+    received_at: float  # time.monotonic()
+    tokens_sent: int = 0
+    completed: bool = False
+    disconnected: bool = False  # the client closed the stream before the last token
+    first_token_at: float | None = None
+
+    @property
+    def last_user_text(self) -> str:
+        users = [m for m in self.messages if m.get("role") == "user"]
+        content = users[-1]["content"] if users else ""
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return content
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(_tokens(str(m.get("content", "")))) for m in self.messages)
+
+
+def _tokens(text: str) -> list[str]:
+    """Word-ish pieces with their leading space, roughly how a BPE tokenizer splits English."""
+    return re.findall(r"\s*\S+", text)
+
+
+@dataclass
+class ScriptedLLM:
+    """Answers every chat completion with ``answer_for(messages)`` at a set TTFT and token rate."""
+
+    ttft_s: float = 0.3
+    tokens_per_s: float = 30.0
+    answer_for: Callable[[list[dict]], str] = field(default=lambda _messages: DEFAULT_ANSWER)
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    def app(self) -> FastAPI:
+        app = FastAPI(title="scripted-llm")
+
+        @app.get("/v1/models")
+        async def models():
+            return {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "brisk"}]}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            messages = body.get("messages") or []
+            record = RecordedRequest(messages=messages, received_at=time.monotonic())
+            self.requests.append(record)
+            answer = self.answer_for(messages)
+            if not body.get("stream"):
+                await asyncio.sleep(self.ttft_s)
+                record.completed = True
+                return JSONResponse(_completion(answer))
+            return StreamingResponse(self._stream(record, answer, request), media_type="text/event-stream")
+
+        return app
+
+    async def _stream(self, record: RecordedRequest, answer: str, request: Request):
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        try:
+            await asyncio.sleep(self.ttft_s)
+            for i, token in enumerate(_tokens(answer)):
+                if i:
+                    await asyncio.sleep(1.0 / self.tokens_per_s)
+                if await request.is_disconnected():
+                    record.disconnected = True
+                    return
+                if record.first_token_at is None:
+                    record.first_token_at = time.monotonic()
+                record.tokens_sent += 1
+                yield _sse(completion_id, {"content": token})
+            yield _sse(completion_id, {}, finish_reason="stop")
+            yield "data: [DONE]\n\n"
+            record.completed = True
+        except asyncio.CancelledError:
+            record.disconnected = True
+            raise
+
+
+def _sse(completion_id: str, delta: dict, finish_reason: str | None = None) -> str:
+    chunk = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def _completion(answer: str) -> dict:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "scripted",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+    }

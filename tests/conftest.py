@@ -1,0 +1,43 @@
+"""Shared fixtures: one real Brisk runtime (models + LLM server) and one real server per session.
+
+Starting the runtime costs a few seconds (the LLM server loads and prefills the system
+prompt), so the end-to-end tests share it; each test places its own real WebRTC call.
+"""
+
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from agent.call import running_server
+from agent.config import load_config
+from agent.runtime import Runtime
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def e2e_config():
+    # Short answers keep each call brief on 2 cores; everything else is the shipped default.
+    return load_config(llm_max_tokens=40)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def runtime(e2e_config):
+    rt = Runtime(e2e_config)
+    await rt.start()
+    yield rt
+    await rt.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def server(e2e_config, runtime):
+    """(base_url, app) of a real Brisk server on a free loopback port."""
+    async with running_server(e2e_config, runtime) as served:
+        yield served
