@@ -3,6 +3,7 @@
     python -m agent serve [--host 127.0.0.1] [--port 7860]
     python -m agent call IN.wav [--out OUT.wav] [--json]
     python -m agent prepare-models
+    python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ def cmd_prepare_models(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from agent.bench import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agent", description="Brisk real-time voice agent")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     prep = sub.add_parser("prepare-models", help="join and verify the embedded model files once")
     prep.set_defaults(func=cmd_prepare_models)
+
+    bench = sub.add_parser("bench", help="Brisk vs stock pipecat, side by side (see agent/bench.py)", add_help=False)
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
