@@ -64,6 +64,7 @@ class Call:
     latency: LatencyObserver
     context: LLMContext
     flavor: Flavor
+    processors: list  # in pipeline order, for inspection
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
@@ -86,7 +87,11 @@ def make_stt(resources: Resources, flavor: Flavor):
         from pipecat.services.whisper.stt import WhisperSTTService
 
         # pipecat's own segmented Whisper: waits for the VAD stop, then transcribes everything.
-        return WhisperSTTService(model=str(resources.whisper_model_path), device="cpu", compute_type="int8")
+        return WhisperSTTService(
+            settings=WhisperSTTService.Settings(model=str(resources.whisper_model_path)),
+            device="cpu",
+            compute_type="int8",
+        )
 
     from processors.streaming_whisper import StreamingWhisperSTTService
 
@@ -158,18 +163,17 @@ def build_call(
         context,
         user_params=LLMUserAggregatorParams(user_turn_strategies=make_turn_strategies(config, flavor)),
     )
-    pipeline = Pipeline(
-        [
-            transport.input(),
-            VADProcessor(vad_analyzer=make_vad(config, flavor)),
-            make_stt(resources, flavor),
-            aggregators.user(),
-            make_llm(resources),
-            make_tts(resources),
-            transport.output(),
-            aggregators.assistant(),
-        ]
-    )
+    processors = [
+        transport.input(),
+        VADProcessor(vad_analyzer=make_vad(config, flavor)),
+        make_stt(resources, flavor),
+        aggregators.user(),
+        make_llm(resources),
+        make_tts(resources),
+        transport.output(),
+        aggregators.assistant(),
+    ]
+    pipeline = Pipeline(processors)
     worker = PipelineWorker(
         pipeline,
         params=PipelineParams(
@@ -187,4 +191,4 @@ def build_call(
 
     latency.add_turn_listener(forward_turn_record)
     logger.info(f"assembled a {flavor} pipeline: tts={config.tts_engine}, llm={resources.llm_model}")
-    return Call(worker=worker, latency=latency, context=context, flavor=flavor)
+    return Call(worker=worker, latency=latency, context=context, flavor=flavor, processors=processors)

