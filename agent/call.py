@@ -44,19 +44,31 @@ def utterance_end_offsets(samples: np.ndarray, rate: int) -> list[float]:
     return [end for _, end in speech_segments(samples, rate, min_gap_s=TURN_GAP_S)]
 
 
-async def place_call(base_url: str, app, samples: np.ndarray, rate: int, max_wait_s: float = 60.0) -> CallResult:
-    """Dial ``base_url``, speak ``samples``, wait for the answer to finish, hang up."""
-    caller = WebRTCCaller(base_url)
+async def place_call(
+    base_url: str,
+    app,
+    samples: np.ndarray,
+    rate: int,
+    max_wait_s: float = 60.0,
+    caller: WebRTCCaller | None = None,
+) -> CallResult:
+    """Dial ``base_url``, speak ``samples``, wait for the answer to the last turn to finish, hang up.
+
+    Pass your own ``caller`` to watch the call while it happens (its messages and audio fill live).
+    """
+    caller = caller or WebRTCCaller(base_url)
     mic = WavMicrophone(samples, rate)
+    offsets = utterance_end_offsets(samples, rate)
     await caller.connect(mic)
     try:
         await asyncio.wait_for(mic.finished.wait(), timeout=len(samples) / rate + 30)
-        await caller.wait_until_quiet(quiet_secs=2.5, max_secs=max_wait_s)
+        last_end = mic.time_of_sample(int(offsets[-1] * rate)) if offsets else mic.start_time
+        await caller.wait_until_quiet(after=last_end, quiet_secs=2.5, max_secs=max_wait_s)
     finally:
         call = app.state.calls.calls.get(caller.pc_id)
         summary = call.latency.summary() if call else {"processors": {}, "turns": []}
         await caller.close()
-    ends = [mic.time_of_sample(int(end * rate)) for end in utterance_end_offsets(samples, rate)]
+    ends = [mic.time_of_sample(int(end * rate)) for end in offsets]
     return CallResult(caller=caller, utterance_ends=ends, summary=summary)
 
 

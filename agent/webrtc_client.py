@@ -179,13 +179,13 @@ class WebRTCCaller:
             return np.zeros(0, dtype=np.int16), 48000
         return np.concatenate([c.pcm for c in self.received]), self.received[0].sample_rate
 
-    async def wait_until_quiet(self, quiet_secs: float = 2.0, max_secs: float = 60.0) -> None:
-        """Wait until the bot has said something and then been silent for ``quiet_secs``."""
+    async def wait_until_quiet(self, after: float, quiet_secs: float = 2.0, max_secs: float = 60.0) -> None:
+        """Wait until the bot has spoken after monotonic time ``after`` and then been silent for ``quiet_secs``."""
         deadline = time.monotonic() + max_secs
         while time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            spans = self.audible_spans()
-            if spans and self.mic.finished.is_set() and time.monotonic() - spans[-1][1] >= quiet_secs:
+            spans = [s for s in self.audible_spans() if s[1] > after]
+            if spans and time.monotonic() - spans[-1][1] >= quiet_secs:
                 return
 
     async def close(self) -> None:
