@@ -89,6 +89,14 @@ class BriskConfig(BaseSettings):
         description="Spoken when the LLM fails mid-call, so the caller never hears silence.",
     )
 
+    # --- speaking ---------------------------------------------------------------------------
+    first_chunk_min_words: int = Field(
+        3, ge=1, description="Words a first clause needs before a comma/colon/dash sends it to TTS."
+    )
+    first_chunk_word_cap: int = Field(
+        8, ge=1, description="With no punctuation yet, the first chunk goes to TTS after about this many words."
+    )
+
     # --- TTS ------------------------------------------------------------------------------
     tts: Literal["auto", "hibari", "espeak", "cartesia"] = Field(
         "auto", description="Voice: auto = cartesia if cartesia_api_key is set, else hibari."

@@ -4,8 +4,9 @@
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
 a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
 
-    transport.input() -> VAD -> STT -> user aggregator -> LLM -> TTS -> transport.output()
-                      -> assistant aggregator        (observer: processors/latency.py)
+    transport.input() -> VAD -> STT -> user aggregator -> LLM -> sentence chunker (brisk)
+                      -> TTS -> transport.output() -> assistant aggregator
+                                                     (observer: processors/latency.py)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from agent.config import BriskConfig
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
+from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
 
 Flavor = Literal["brisk", "stock"]
 
@@ -115,7 +117,21 @@ def make_llm(resources: Resources) -> OpenAILLMService:
     )
 
 
-def make_tts(resources: Resources):
+def make_chunker(config: BriskConfig, flavor: Flavor) -> list:
+    """Brisk speaks each answer's first clause early; stock keeps pipecat's sentence aggregation."""
+    if flavor == "stock":
+        return []
+    return [
+        SentenceChunker(
+            SentenceFirstConfig(
+                min_first_words=config.first_chunk_min_words,
+                first_chunk_word_cap=config.first_chunk_word_cap,
+            )
+        )
+    ]
+
+
+def make_tts(resources: Resources, flavor: Flavor = "brisk"):
     config = resources.config
     engine = config.tts_engine
     if engine == "hibari":
@@ -133,6 +149,8 @@ def make_tts(resources: Resources):
         voice_id=config.cartesia_voice_id,
         model=config.cartesia_model,
         url=config.cartesia_url,
+        # Cartesia joins a context's inputs verbatim: without it "today," + "from" is "today,from".
+        append_trailing_space=flavor == "brisk",
     )
 
 
@@ -169,7 +187,8 @@ def build_call(
         make_stt(resources, flavor),
         aggregators.user(),
         make_llm(resources),
-        make_tts(resources),
+        *make_chunker(config, flavor),
+        make_tts(resources, flavor),
         transport.output(),
         aggregators.assistant(),
     ]
