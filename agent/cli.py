@@ -92,14 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     prep = sub.add_parser("prepare-models", help="join and verify the embedded model files once")
     prep.set_defaults(func=cmd_prepare_models)
 
+    # agent/bench.py parses its own options: argparse.REMAINDER would refuse a first argument
+    # that looks like an option (`bench --quick`), so main() hands over what is left instead.
     bench = sub.add_parser("bench", help="Brisk vs stock pipecat, side by side (see agent/bench.py)", add_help=False)
-    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":
+        args.bench_args = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except ConfigError as e:

@@ -117,7 +117,9 @@ class LocalLLMServer:
             model_path: the GGUF file (see agent.models.llm_model_path).
             model_alias: the model name clients send.
             n_threads: decode threads; defaults to the CPUs this process may run on.
-            log_dir: where `llama-server-<alias>.log` goes; defaults to the model cache.
+            log_dir: where `llama-server-<alias>-<pid>.log` goes (pid of this process: two
+                agents on one model cache must not truncate and interleave one file); defaults
+                to the model cache.
             max_restarts: restarts in a row before giving up; the count resets once the
                 server has stayed up for `stable_after_s`.
             restart_backoff_s: first restart delay, doubled per attempt (capped at 30 s).
@@ -126,7 +128,7 @@ class LocalLLMServer:
         self._model_alias = model_alias
         self._n_ctx = n_ctx
         self._n_threads = n_threads or len(os.sched_getaffinity(0))
-        self._log_path = Path(log_dir or DEFAULT_CACHE_DIR) / f"llama-server-{model_alias}.log"
+        self._log_path = Path(log_dir or DEFAULT_CACHE_DIR) / f"llama-server-{model_alias}-{os.getpid()}.log"
         self._start_timeout_s = start_timeout_s
         self._warm_timeout_s = warm_timeout_s
         self._max_restarts = max_restarts
