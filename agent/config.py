@@ -88,6 +88,44 @@ class BriskConfig(BaseSettings):
         "Sorry, I'm having trouble answering right now. Please try again in a moment.",
         description="Spoken when the LLM fails mid-call, so the caller never hears silence.",
     )
+    llm_history_turns: int = Field(
+        8, ge=0, description="Most past turns (question + answer) kept in the prompt; older ones are dropped."
+    )
+    llm_history_trim_batch: int = Field(
+        4, ge=1, description="Turns dropped at a time once llm_history_turns is exceeded (keeps the prefix cached)."
+    )
+    llm_warm_up: bool = Field(
+        True, description="Send a 1-token request at call start so the system prompt is in the prefix cache."
+    )
+    llm_rewarm_secs: float = Field(
+        240.0, ge=0, description="Re-warm the prefix cache after this long without a request (0 = never)."
+    )
+
+    # --- speculation (drafts from stable partial transcripts) -----------------------------
+    speculation: bool = Field(
+        True, description="Start the LLM on stable partial transcripts; a draft is kept only if the final matches."
+    )
+    speculation_stable_partials: int = Field(
+        2, ge=1, description="K: consecutive partials that must end with the same characters to be stable."
+    )
+    speculation_tail_chars: int = Field(8, ge=1, description="N: trailing characters compared between partials.")
+    speculation_min_chars: int = Field(6, ge=0, description="M: shortest partial worth a draft.")
+    speculation_end_words: list[str] = Field(
+        default_factory=lambda: ["right?", "that's it", "please"],
+        description="Phrases that make a partial stable at once when it ends with one (empty = off).",
+    )
+    speculation_silence_secs: float = Field(
+        0.25, ge=0, description="Silence after a partial that makes it stable (0 = off)."
+    )
+    speculation_question_min_chars: int = Field(
+        30, ge=0, description="A partial ending in '?' with at least this many characters is stable (0 = off)."
+    )
+    speculation_min_silence_secs: float = Field(
+        0.1, ge=0, description="Silence every stability rule also needs (0 = off); stops drafts on mid-word partials."
+    )
+    speculation_match_threshold: float = Field(
+        0.92, ge=0, le=1, description="Word similarity of draft and final transcript needed to keep the draft."
+    )
 
     # --- speaking ---------------------------------------------------------------------------
     first_chunk_min_words: int = Field(

@@ -4,7 +4,8 @@
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
 a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
 
-    transport.input() -> VAD -> STT -> user aggregator -> LLM -> sentence chunker (brisk)
+    transport.input() -> VAD -> STT -> user aggregator (speculative stop strategy, brisk)
+                      -> context window -> prefix warmer (brisk) -> LLM -> sentence chunker (brisk)
                       -> TTS -> transport.output() -> assistant aggregator
                                                      (observer: processors/latency.py)
 """
@@ -34,9 +35,18 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
+from processors.context_window import ContextWindow
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
+from processors.prefix_warmer import PrefixWarmer
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
+from processors.speculation import (
+    DraftAccountingMixin,
+    SimilarityMatch,
+    SpeculationStats,
+    SpeculativeUserTurnStopStrategy,
+    StabilityConfig,
+)
 
 Flavor = Literal["brisk", "stock"]
 
@@ -67,6 +77,11 @@ class Call:
     context: LLMContext
     flavor: Flavor
     processors: list  # in pipeline order, for inspection
+    speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
+
+
+class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
+    """The LLM service, also counting what each speculative draft costs (processors/speculation.py)."""
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
@@ -102,9 +117,9 @@ def make_stt(resources: Resources, flavor: Flavor):
     )
 
 
-def make_llm(resources: Resources) -> OpenAILLMService:
+def make_llm(resources: Resources, speculation: SpeculationStats | None = None) -> OpenAILLMService:
     config = resources.config
-    return ResilientOpenAILLMService(
+    kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,
         supports_developer_role=not config.embedded_llm,
@@ -115,6 +130,33 @@ def make_llm(resources: Resources) -> OpenAILLMService:
             max_tokens=config.llm_max_tokens,
         ),
     )
+    if speculation is None:
+        return ResilientOpenAILLMService(**kwargs)
+    return BriskLLMService(speculation_stats=speculation, **kwargs)
+
+
+def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
+    """Brisk keeps the prompt prefix stable and warm (latency-playbook.md, 3-4); stock sends it as is."""
+    if flavor == "stock":
+        return []
+    config = resources.config
+    processors = [
+        ContextWindow(
+            max_turns=config.llm_history_turns,
+            trim_batch=min(config.llm_history_trim_batch, max(1, config.llm_history_turns)),
+        )
+    ]
+    if config.llm_warm_up:
+        processors.append(
+            PrefixWarmer(
+                client=resources.llm_client,
+                model=resources.llm_model,
+                system_prompt=config.system_prompt,
+                rewarm_after_s=config.llm_rewarm_secs or None,
+                convert_developer_to_user=config.embedded_llm,
+            )
+        )
+    return processors
 
 
 def make_chunker(config: BriskConfig, flavor: Flavor) -> list:
@@ -154,13 +196,36 @@ def make_tts(resources: Resources, flavor: Flavor = "brisk"):
     )
 
 
-def make_turn_strategies(config: BriskConfig, flavor: Flavor) -> UserTurnStrategies:
+def make_turn_strategies(
+    config: BriskConfig, flavor: Flavor, speculation: SpeculationStats | None = None
+) -> UserTurnStrategies:
     if flavor == "stock":
         return UserTurnStrategies()  # pipecat defaults: VAD/transcription start, Smart Turn v3 stop
     # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
     # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
+    if speculation is None:
+        return UserTurnStrategies(
+            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
+        )
+    # The same end of turn, plus drafts from stable partials, kept or cancelled at the turn end.
+    stability = StabilityConfig(
+        consecutive=config.speculation_stable_partials,
+        tail_chars=config.speculation_tail_chars,
+        min_chars=config.speculation_min_chars,
+        end_words=tuple(config.speculation_end_words),
+        silence_s=config.speculation_silence_secs or None,
+        question_min_chars=config.speculation_question_min_chars or None,
+        min_silence_s=config.speculation_min_silence_secs,
+    )
     return UserTurnStrategies(
-        stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
+        stop=[
+            SpeculativeUserTurnStopStrategy(
+                user_speech_timeout=config.turn_stop_timeout_secs,
+                stability=stability,
+                match_policy=SimilarityMatch(config.speculation_match_threshold),
+                stats=speculation,
+            )
+        ]
     )
 
 
@@ -176,17 +241,21 @@ def build_call(
     """Assemble one call's pipeline and worker on ``transport``."""
     config = resources.config
     latency = latency or LatencyObserver()
+    speculation = SpeculationStats() if flavor == "brisk" and config.speculation else None
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
         context,
-        user_params=LLMUserAggregatorParams(user_turn_strategies=make_turn_strategies(config, flavor)),
+        user_params=LLMUserAggregatorParams(
+            user_turn_strategies=make_turn_strategies(config, flavor, speculation)
+        ),
     )
     processors = [
         transport.input(),
         VADProcessor(vad_analyzer=make_vad(config, flavor)),
         make_stt(resources, flavor),
         aggregators.user(),
-        make_llm(resources),
+        *make_prompt_processors(resources, flavor),
+        make_llm(resources, speculation),
         *make_chunker(config, flavor),
         make_tts(resources, flavor),
         transport.output(),
@@ -210,4 +279,11 @@ def build_call(
 
     latency.add_turn_listener(forward_turn_record)
     logger.info(f"assembled a {flavor} pipeline: tts={config.tts_engine}, llm={resources.llm_model}")
-    return Call(worker=worker, latency=latency, context=context, flavor=flavor, processors=processors)
+    return Call(
+        worker=worker,
+        latency=latency,
+        context=context,
+        flavor=flavor,
+        processors=processors,
+        speculation=speculation,
+    )

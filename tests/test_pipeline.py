@@ -1,5 +1,6 @@
 """agent/pipeline.py chooses and wires the processors: Brisk's pipeline and the stock baseline."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,11 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnaly
 
 from agent.config import load_config
 from agent.pipeline import Resources, build_call, make_turn_strategies
+from processors.context_window import ContextWindow
 from processors.espeak_tts import EspeakTTSService
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.prefix_warmer import PrefixWarmer
+from processors.speculation import DraftAccountingMixin, SpeculativeUserTurnStopStrategy
 from processors.streaming_whisper import StreamingWhisperSTTService
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 
@@ -52,14 +56,30 @@ def processor_types(call):
     return [type(p) for p in call.processors]
 
 
+def index_of(call, cls) -> int:
+    return next(i for i, p in enumerate(call.processors) if isinstance(p, cls))
+
+
 def test_brisk_flavor_streams_asr_and_ends_turns_on_a_short_silence(resources):
     call = build_call(resources, LoopbackTransport(), flavor="brisk")
-    types = processor_types(call)
-    assert types.index(VADProcessor) < types.index(StreamingWhisperSTTService)
-    assert types.index(StreamingWhisperSTTService) < types.index(ResilientOpenAILLMService)
-    assert types.index(ResilientOpenAILLMService) < types.index(EspeakTTSService)
+    assert index_of(call, VADProcessor) < index_of(call, StreamingWhisperSTTService)
+    assert index_of(call, StreamingWhisperSTTService) < index_of(call, ResilientOpenAILLMService)
+    assert index_of(call, ResilientOpenAILLMService) < index_of(call, EspeakTTSService)
     [stop] = make_turn_strategies(resources.config, "brisk").stop
     assert isinstance(stop, SpeechTimeoutUserTurnStopStrategy)
+
+
+def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resources):
+    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    llm = call.processors[index_of(call, ResilientOpenAILLMService)]
+    assert isinstance(llm, DraftAccountingMixin) and llm.speculation_stats is call.speculation
+    assert index_of(call, ContextWindow) < index_of(call, PrefixWarmer) < index_of(call, ResilientOpenAILLMService)
+    [stop] = make_turn_strategies(resources.config, "brisk", call.speculation).stop
+    assert isinstance(stop, SpeculativeUserTurnStopStrategy) and stop.stats is call.speculation
+    no_drafts = replace(resources, config=resources.config.model_copy(update={"speculation": False}))
+    off = build_call(no_drafts, LoopbackTransport())
+    assert off.speculation is None
+    assert not any(isinstance(p, DraftAccountingMixin) for p in off.processors)
 
 
 def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_models(resources):
@@ -67,6 +87,7 @@ def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_m
     types = processor_types(call)
     assert WhisperSTTService in types and StreamingWhisperSTTService not in types
     assert ResilientOpenAILLMService in types  # same LLM server and client as Brisk
+    assert ContextWindow not in types and PrefixWarmer not in types and call.speculation is None
     assert EspeakTTSService in types  # same voice
     [stop] = make_turn_strategies(resources.config, "stock").stop
     assert isinstance(stop, TurnAnalyzerUserTurnStopStrategy)

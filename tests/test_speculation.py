@@ -1,0 +1,631 @@
+"""Speculative drafts: stable-partial rules, the commit-or-cancel rule, counters, and the
+draft's life in a real pipecat pipeline (real user aggregator, real OpenAI LLM service, a real
+HTTP + SSE server on loopback); prompt-prefix stability (context window, prefix warm-up).
+"""
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from loguru import logger
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import (
+    DataFrame,
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMTextFrame,
+    UserStoppedSpeakingFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.workers.runner import WorkerRunner
+
+from agent.loopback import serve_app
+from agent.scripted_llm import ScriptedLLM
+from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from processors.context_window import ContextWindow, normalize_history_text, window_turns
+from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.prefix_warmer import PrefixWarmer
+from processors.speculation import (
+    Draft,
+    DraftAccountingMixin,
+    DraftOutcome,
+    SimilarityMatch,
+    SpeculationStats,
+    SpeculativeUserTurnStopStrategy,
+    StabilityConfig,
+    StablePartialDetector,
+    merge_reports,
+)
+from tests.fakes.tool_calling_llm import ToolCallingLLM
+
+SYSTEM_PROMPT = "You are a test assistant for a bicycle shop."
+WAIT_S = 10.0  # upper bound for a condition that normally holds within a second
+
+
+# --- stable partials: tables ---------------------------------------------------------------
+
+# (config overrides, partials as (text, silence_s), index of the first stable one, its reason)
+STABILITY_TABLE = [
+    pytest.param(
+        {},
+        [("what", 0), ("what time do", 0), ("what time do you open", 0), ("what time do you open", 0)],
+        3, "repeated_tail", id="two-partials-same-tail",
+    ),
+    pytest.param(
+        {},
+        [("what time do you open", 0), ("What time do you open?", 0)],
+        1, "repeated_tail", id="case-and-punctuation-ignored",
+    ),
+    pytest.param(
+        {},
+        [("what time do you open", 0), ("what time do you open, um", 0)],
+        1, "repeated_tail", id="trailing-filler-ignored",
+    ),
+    pytest.param(
+        {},
+        [("uh what time do you open you know", 0), ("what time do you open", 0)],
+        1, "repeated_tail", id="fillers-anywhere-ignored",
+    ),
+    pytest.param(
+        {},
+        [("嗯，你们几点开门", 0), ("那个你们几点开门", 0)],
+        1, "repeated_tail", id="chinese-fillers-ignored",
+    ),
+    pytest.param(
+        {},
+        [("when do you open on saturday", 0), ("so when do you open on saturday", 0)],
+        1, "repeated_tail", id="only-the-last-8-characters-count",
+    ),
+    pytest.param(
+        {},
+        [("what time", 0), ("what time do you", 0), ("what time do you open", 0)],
+        None, None, id="growing-text-is-not-stable",
+    ),
+    pytest.param({}, [("hi", 0), ("hi", 0), ("hi um", 0)], None, None, id="shorter-than-6-chars"),
+    pytest.param(
+        {"consecutive": 3},
+        [("what time do you open", 0), ("what time do you open", 0), ("what time do you open", 0)],
+        2, "repeated_tail", id="k-3-needs-three",
+    ),
+    pytest.param(
+        {},
+        [("what time do you open", 0), ("what time do you open on", 0), ("what time do you open", 0)],
+        None, None, id="k-consecutive-not-k-in-total",
+    ),
+    pytest.param({}, [("a basic tune up please", 0)], 0, "end_word", id="end-word-please"),
+    pytest.param({}, [("that's it", 0)], 0, "end_word", id="end-word-thats-it"),
+    pytest.param({}, [("you close at six, right?", 0)], 0, "end_word", id="end-word-right-question"),
+    pytest.param({}, [("then turn right", 0)], None, None, id="right-without-question-mark"),
+    pytest.param({}, [("i am pleased", 0)], None, None, id="end-word-is-a-whole-word"),
+    pytest.param({"end_words": None}, [("a basic tune up please", 0)], None, None, id="end-words-off"),
+    pytest.param(
+        {},
+        [("can you tell me when you open on saturday?", 0)],
+        0, "question", id="question-of-30-chars",
+    ),
+    pytest.param({}, [("open on saturday?", 0)], None, None, id="short-question"),
+    pytest.param(
+        {"question_min_chars": None},
+        [("can you tell me when you open on saturday?", 0)],
+        None, None, id="question-trigger-off",
+    ),
+    pytest.param({}, [("what time do you open", 0.25)], 0, "silence", id="silence-250ms"),
+    pytest.param({}, [("what time do you open", 0.24)], None, None, id="silence-too-short"),
+    pytest.param({"silence_s": None}, [("what time do you open", 1.0)], None, None, id="silence-off"),
+    pytest.param(
+        {"min_silence_s": 0.1},
+        [("what did your phone", 0), ("what did your phone", 0), ("what is your phone number?", 0)],
+        None, None, id="silence-gate-holds-mid-speech-repeats",
+    ),
+    pytest.param(
+        {"min_silence_s": 0.1},
+        [("what is your phone number", 0.05), ("what is your phone number", 0.12)],
+        1, "repeated_tail", id="silence-gate-passes-after-100ms",
+    ),
+]
+
+
+@pytest.mark.parametrize("overrides, partials, stable_at, reason", STABILITY_TABLE)
+def test_a_partial_is_stable_exactly_when_a_rule_says_so(overrides, partials, stable_at, reason):
+    detector = StablePartialDetector(StabilityConfig(**overrides))
+    results = [detector.feed(text, silence_s=silence) for text, silence in partials]
+    first = next((i for i, r in enumerate(results) if r is not None), None)
+    assert first == stable_at, results
+    if stable_at is not None:
+        assert results[stable_at].reason == reason
+        assert results[stable_at].text == partials[stable_at][0]
+
+
+def test_silence_after_the_latest_partial_makes_it_stable_without_a_new_partial():
+    detector = StablePartialDetector()
+    assert detector.feed("what time do you open") is None
+    assert detector.on_silence(0.1) is None
+    stable = detector.on_silence(0.3)
+    assert stable is not None and (stable.text, stable.reason) == ("what time do you open", "silence")
+    detector.reset()
+    assert detector.on_silence(1.0) is None  # nothing heard this turn
+
+
+def test_a_repeat_held_by_the_silence_gate_becomes_stable_once_the_user_is_silent():
+    detector = StablePartialDetector(StabilityConfig(min_silence_s=0.1))
+    assert detector.feed("what is your phone number") is None
+    assert detector.feed("what is your phone number") is None
+    assert detector.on_silence(0.05) is None
+    stable = detector.on_silence(0.1)
+    assert stable is not None and stable.reason == "repeated_tail"
+
+
+# --- the commit-or-cancel rule -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "draft, final, keeps",
+    [
+        ("what time do you open on saturday", "What time do you open on Saturday?", True),
+        ("um what time do you open on saturday", "What time do you open on Saturday?", True),
+        ("whats your address", "What's your address?", True),
+        ("what time do you open on saturday", "What time do you open on Saturday, please?", True),
+        ("what time do you open on saturday", "What time do you open on Sunday?", False),
+        ("what time do you open", "What time do you open on Saturday and do you rent bikes?", False),
+        ("can i rent an electric bike", "Can I rent an electric bike?", True),
+    ],
+)
+def test_a_draft_is_kept_only_when_the_final_is_92_percent_alike_word_for_word(draft, final, keeps):
+    policy = SimilarityMatch()
+    assert policy.threshold == 0.92
+    assert policy.matches(draft, final) is keeps
+    assert 0.0 <= policy.score(draft, final) <= 1.0
+
+
+def test_the_similarity_threshold_is_configurable_and_checked():
+    assert SimilarityMatch(0.5).matches("what time do you open on saturday", "what time do you open on sunday")
+    with pytest.raises(ValueError):
+        SimilarityMatch(1.5)
+
+
+# --- counters ------------------------------------------------------------------------------
+
+
+def _draft(outcome, *, started=0.0, request=0.01, first_token=None, resolved=None, prompt=0, completion=0):
+    return Draft(
+        text="t", trigger="repeated_tail", started_at=started, request_at=request,
+        first_token_at=first_token, prompt_tokens=prompt, completion_tokens=completion,
+        outcome=outcome, resolved_at=resolved,
+    )
+
+
+def test_counters_report_hits_waste_and_time_saved_per_hit():
+    stats = SpeculationStats()
+    stats.drafts.extend(
+        [
+            # Answering 0.3 s after its request, confirmed 0.5 s after it: the whole TTFT saved.
+            _draft(DraftOutcome.COMMITTED, request=1.0, first_token=1.3, resolved=1.5),
+            # Confirmed 0.1 s after its request, first token only later: the head start saved.
+            _draft(DraftOutcome.COMMITTED, request=2.0, first_token=2.3, resolved=2.1),
+            _draft(DraftOutcome.SUPERSEDED, prompt=100, completion=5),
+            _draft(DraftOutcome.CANCELLED, prompt=120, completion=7),
+        ]
+    )
+    out = stats.as_dict()
+    assert (out["drafts_started"], out["committed"], out["cancelled"], out["superseded"]) == (4, 2, 1, 1)
+    assert out["hit_rate"] == round(2 / 3, 3)
+    assert out["waste_rate"] == 0.5
+    assert (out["wasted_prompt_tokens"], out["wasted_completion_tokens"]) == (220, 12)
+    assert out["tokens_estimated"] is True
+    assert out["time_saved_ms"] == [300.0, 100.0]
+    assert out["time_saved_ms_per_hit"] == 200.0
+
+    merged = merge_reports([out, SpeculationStats().as_dict(), out])
+    assert (merged["drafts_started"], merged["committed"], merged["hit_rate"]) == (8, 4, round(4 / 6, 3))
+    assert merged["wasted_completion_tokens"] == 24
+    assert merged["time_saved_ms_p50"] == 200.0 and len(merged["time_saved_ms"]) == 4
+
+
+def test_without_accounting_on_the_llm_token_waste_is_unknown_not_zero():
+    stats = SpeculationStats()
+    stats.drafts.append(_draft(DraftOutcome.CANCELLED, request=None))
+    assert stats.as_dict()["wasted_prompt_tokens"] is None
+    assert SpeculationStats().as_dict()["hit_rate"] is None
+
+
+# --- a real pipeline: user aggregator + OpenAI LLM service + HTTP server ---------------------
+
+
+class AccountedLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
+    """Brisk's LLM service with draft accounting, as the proposed wiring builds it."""
+
+
+class Recorder(FrameProcessor):
+    """Notes every downstream frame with the time it passed; passes everything on."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.frames: list[tuple[float, Frame]] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if direction == FrameDirection.DOWNSTREAM:
+            self.frames.append((time.monotonic(), frame))
+        await self.push_frame(frame, direction)
+
+    def first(self, frame_type: type, after: float = 0.0) -> float | None:
+        return next((t for t, f in self.frames if isinstance(f, frame_type) and t >= after), None)
+
+    def text(self) -> str:
+        return "".join(f.text for _, f in self.frames if isinstance(f, LLMTextFrame))
+
+
+@dataclass
+class Rig:
+    worker: PipelineWorker
+    heard: Recorder  # what left the user aggregator
+    recorder: Recorder  # what left the LLM service
+    strategy: SpeculativeUserTurnStopStrategy
+    llm: AccountedLLMService
+    context: LLMContext
+
+    async def send(self, *frames: Frame, gap_s: float = 0.05):
+        for frame in frames:
+            await self.worker.queue_frame(frame)
+            await asyncio.sleep(gap_s)
+
+    async def say(self, text: str, times: int = 2, audio_end_s: float = 0.0):
+        """Partials of the same text, as the STT sends them while the user pauses."""
+        await self.send(*(partial(text, audio_end_s) for _ in range(times)))
+
+    async def end_utterance(self, final_text: str):
+        await self.send(VADUserStoppedSpeakingFrame(stop_secs=0.3), final(final_text))
+
+    async def flush(self):
+        """Return once every frame sent so far has been through the user aggregator."""
+        mark = Mark()
+        await self.worker.queue_frame(mark)
+        await until(lambda: any(f is mark for _, f in self.heard.frames), "the frames sent to pass")
+
+
+class Mark(DataFrame):
+    """Queued behind data frames and, being data, behind the system frames sent before it."""
+
+
+def partial(text: str, audio_end_s: float = 0.0) -> PartialTranscriptionFrame:
+    return PartialTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1, audio_end_s=audio_end_s)
+
+
+def final(text: str) -> FinalTranscriptionFrame:
+    return FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1)
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@asynccontextmanager
+async def scripted(server: ScriptedLLM):
+    async with serve_app(server.app()) as base_url:
+        yield f"{base_url}/v1"
+
+
+@asynccontextmanager
+async def speculative_pipeline(
+    base_url: str,
+    *,
+    stability: StabilityConfig | None = None,
+    user_speech_timeout: float = 0.3,
+    tools: ToolsSchema | None = None,
+):
+    stats = SpeculationStats()
+    strategy = SpeculativeUserTurnStopStrategy(
+        stability=stability, stats=stats, user_speech_timeout=user_speech_timeout
+    )
+    context = LLMContext(tools=tools) if tools else LLMContext()
+    pair = LLMContextAggregatorPair(
+        context, user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy]))
+    )
+    client = make_openai_client(base_url=base_url, api_key=None, connect_timeout=2.0, total_timeout=30.0)
+    llm = AccountedLLMService(
+        speculation_stats=stats,
+        client=client,
+        apology_text="Sorry, something went wrong.",
+        settings=OpenAILLMService.Settings(model="scripted", system_instruction=SYSTEM_PROMPT),
+    )
+    heard, recorder = Recorder(), Recorder()
+    worker = PipelineWorker(
+        Pipeline([pair.user(), heard, llm, recorder, pair.assistant()]),
+        params=PipelineParams(),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(_worker, _frame):
+        started.set()
+
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    run = asyncio.create_task(runner.run())
+    await asyncio.wait_for(started.wait(), WAIT_S)
+    try:
+        yield Rig(worker, heard, recorder, strategy, llm, context)
+    finally:
+        await worker.queue_frame(EndFrame())
+        await asyncio.wait_for(run, WAIT_S)
+        await client.close()
+
+
+def last_user_text(server: ScriptedLLM, i: int) -> str:
+    return server.requests[i].last_user_text
+
+
+def answer_by_day(messages: list[dict]) -> str:
+    user = [m for m in messages if m.get("role") == "user"][-1]["content"].lower()
+    if "sunday" in user:
+        return "Sorry, we are closed on Sunday."
+    return "Yes. On Saturday we open at ten in the morning."
+
+
+async def test_a_confirmed_draft_is_the_only_request_and_its_answer_follows_the_turn_end_at_once():
+    server = ScriptedLLM(ttft_s=0.5, tokens_per_s=200, answer_for=answer_by_day)
+    async with scripted(server) as url, speculative_pipeline(url) as rig:
+        await rig.send(VADUserStartedSpeakingFrame())
+        await rig.say("what time do you open on saturday")
+        await until(lambda: server.requests and server.requests[0].completed, "the draft's answer")
+        await rig.end_utterance("What time do you open on Saturday?")
+        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the released answer")
+
+    [request] = server.requests
+    assert request.last_user_text == "what time do you open on saturday"
+    turn_end = rig.recorder.first(UserStoppedSpeakingFrame)
+    first_text = rig.recorder.first(LLMTextFrame)
+    assert turn_end is not None and first_text is not None
+    # Held until the turn was confirmed, then out before a request sent at the turn end
+    # could even have had its first token.
+    assert request.first_token_at < turn_end < first_text < turn_end + server.ttft_s
+    assert rig.recorder.text() == "Yes. On Saturday we open at ten in the morning."
+    # The context records what the user finally said, and the answer.
+    messages = rig.context.get_messages()
+    assert messages[-2] == {"role": "user", "content": "What time do you open on Saturday?"}
+    assert messages[-1]["role"] == "assistant"
+    out = rig.strategy.stats.as_dict()
+    assert (out["drafts_started"], out["committed"], out["hit_rate"]) == (1, 1, 1.0)
+    assert out["time_saved_ms_per_hit"] > 0
+
+
+async def test_a_newer_different_stable_partial_closes_the_old_stream_and_replaces_the_draft():
+    server = ScriptedLLM(ttft_s=0.1, tokens_per_s=3, answer_for=answer_by_day)
+    async with scripted(server) as url, speculative_pipeline(url) as rig:
+        await rig.send(VADUserStartedSpeakingFrame())
+        await rig.say("what time do you open on saturday")
+        await until(lambda: server.requests and server.requests[0].tokens_sent >= 1, "the first draft streaming")
+        await rig.say("what time do you open on saturday or sunday")
+        await until(lambda: server.requests[0].disconnected, "the server to see the first stream closed")
+        await until(lambda: len(server.requests) == 2 and server.requests[1].tokens_sent >= 1, "the new draft")
+        await rig.end_utterance("What time do you open on Saturday or Sunday?")
+        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the answer", timeout=20)
+
+    first, second = server.requests
+    assert not first.completed
+    assert second.last_user_text == "what time do you open on saturday or sunday"
+    assert rig.recorder.text() == "Sorry, we are closed on Sunday."
+    out = rig.strategy.stats.as_dict()
+    assert (out["drafts_started"], out["superseded"], out["committed"]) == (2, 1, 1)
+    assert out["wasted_completion_tokens"] >= 1 and out["wasted_prompt_tokens"] > 0
+
+
+async def test_a_final_that_changed_the_meaning_cancels_the_draft_and_runs_the_real_request():
+    server = ScriptedLLM(ttft_s=0.1, tokens_per_s=3, answer_for=answer_by_day)
+    # Only the base rule, so the final does not become a draft of its own.
+    stability = StabilityConfig(end_words=None, silence_s=None, question_min_chars=None)
+    logs: list[str] = []
+    sink = logger.add(lambda m: logs.append(str(m)), level="INFO")
+    try:
+        async with scripted(server) as url, speculative_pipeline(url, stability=stability) as rig:
+            await rig.send(VADUserStartedSpeakingFrame())
+            await rig.say("what time do you open on saturday")
+            await until(lambda: server.requests and server.requests[0].tokens_sent >= 1, "the draft streaming")
+            await rig.end_utterance("What time do you open on Sunday?")
+            await until(lambda: server.requests[0].disconnected, "the server to see the draft's stream closed")
+            await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the answer", timeout=20)
+    finally:
+        logger.remove(sink)
+
+    draft, real = server.requests
+    assert not draft.completed
+    assert real.last_user_text == "What time do you open on Sunday?"
+    assert "Saturday" not in rig.recorder.text()
+    assert rig.recorder.text() == "Sorry, we are closed on Sunday."
+    [decision] = [line for line in logs if "speculation cancelled" in line]
+    assert "what time do you open on saturday" in decision and "What time do you open on Sunday?" in decision
+    assert "score 0." in decision
+    [record] = rig.strategy.stats.drafts
+    assert (record.outcome, record.reason) == (DraftOutcome.CANCELLED, "mismatch")
+    assert record.score < 0.92
+
+
+async def test_a_draft_that_reaches_a_tool_call_never_runs_it_and_the_real_turn_runs_it_once():
+    server = ToolCallingLLM(ttft_s=0.1, tokens_per_s=50, answer_for=lambda _m: "We open at ten on Saturday.")
+    calls: list[float] = []
+
+    async def check_opening_hours(params: FunctionCallParams):
+        calls.append(time.monotonic())
+        await params.result_callback({"saturday": "10:00-16:00"})
+
+    tools = ToolsSchema(
+        standard_tools=[
+            FunctionSchema(
+                name="check_opening_hours",
+                description="Opening hours for a day of the week.",
+                properties={"day": {"type": "string"}},
+                required=["day"],
+            )
+        ]
+    )
+    async with scripted(server) as url, speculative_pipeline(url, tools=tools) as rig:
+        rig.llm.register_function("check_opening_hours", check_opening_hours)
+        await rig.send(VADUserStartedSpeakingFrame())
+        await rig.say("what time do you open on saturday")
+        await until(
+            lambda: rig.strategy.stats.count(DraftOutcome.CANCELLED) == 1, "the LLM to withdraw the draft"
+        )
+        await rig.say("what time do you open on saturday")  # stable again: no second draft
+        await rig.end_utterance("What time do you open on Saturday?")
+        await until(lambda: "ten on Saturday" in rig.recorder.text(), "the answer after the tool", timeout=20)
+
+    turn_end = rig.recorder.first(UserStoppedSpeakingFrame)
+    assert len(calls) == 1 and calls[0] > turn_end
+    [draft] = rig.strategy.stats.drafts
+    assert draft.reason == "withdrawn by the LLM (tool call)"
+    # The draft, the real request (tool call), the request with the tool result.
+    assert len(server.requests) == 3
+    assert server.requests[2].messages[-1]["role"] == "tool"
+
+
+def audio(seconds: float, *, loud: bool) -> list[InputAudioRawFrame]:
+    """20 ms frames of a 220 Hz tone (speech stand-in) or digital silence."""
+    n = round(seconds / 0.02)
+    t = np.arange(320) / 16000
+    chunk = (np.sin(2 * math.pi * 220 * t) * 8000).astype(np.int16) if loud else np.zeros(320, np.int16)
+    return [InputAudioRawFrame(audio=chunk.tobytes(), sample_rate=16000, num_channels=1) for _ in range(n)]
+
+
+@pytest.mark.parametrize("heard_until_s, drafts", [(0.52, 1), (0.3, 0)], ids=["covers-silence", "older-audio"])
+async def test_250ms_of_silence_after_a_partial_that_heard_it_starts_a_draft(heard_until_s, drafts):
+    server = ScriptedLLM(ttft_s=0.1, tokens_per_s=100)
+    async with scripted(server) as url, speculative_pipeline(url, user_speech_timeout=5.0) as rig:
+        await rig.send(VADUserStartedSpeakingFrame(), *audio(0.5, loud=True), gap_s=0)
+        # One partial (not stable by the two-partial rule) that heard up to heard_until_s.
+        await rig.send(*audio(0.1, loud=False), partial("what time do you open", heard_until_s), gap_s=0)
+        await rig.send(*audio(0.12, loud=False), gap_s=0)
+        await rig.flush()
+        assert len(rig.strategy.stats.drafts) == 0  # 0.22 s of silence
+        await rig.send(*audio(0.04, loud=False), gap_s=0)
+        await rig.flush()
+        assert len(rig.strategy.stats.drafts) == drafts  # 0.26 s of silence
+        if drafts:
+            assert rig.strategy.stats.drafts[0].trigger == "silence"
+
+
+# --- prompt-prefix stability ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "role, text, expected",
+    [
+        ("user", "Um, what time do you open?", "what time do you open?"),
+        ("user", "I, you know, want a bike", "I want a bike"),
+        ("user", "Do you know the address?", "Do you know the address?"),
+        ("user", "那个，几点开门？", "几点开门？"),
+        ("user", "那个人是谁", "那个人是谁"),
+        ("user", "[12:03:44] can I come at 10:30?", "can I come at 10:30?"),
+        ("assistant", "2026-11-29T10:00:00Z Um, sure.", "Um, sure."),
+    ],
+)
+def test_history_loses_fillers_and_timestamps_but_not_words(role, text, expected):
+    assert normalize_history_text(text, role=role) == expected
+    assert normalize_history_text(expected, role=role) == expected  # idempotent: stays byte-identical
+
+
+def _turns(n: int, start: int = 0) -> list[dict]:
+    return [
+        m
+        for i in range(start, start + n)
+        for m in ({"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"})
+    ]
+
+
+def test_history_is_cut_in_whole_batches_so_the_prefix_changes_once_per_batch():
+    kept_first = []
+    for total in range(1, 20):
+        kept, _ = window_turns(_turns(total), max_turns=8, trim_batch=4)
+        history = [m for m in kept if m["role"] == "user"][:-1]
+        assert len(history) <= 8
+        kept_first.append(kept[0]["content"])
+    # The first kept turn only moves when a whole batch is dropped.
+    assert kept_first == ["q0"] * 9 + ["q4"] * 4 + ["q8"] * 4 + ["q12"] * 2
+
+
+def test_windowing_an_already_windowed_history_cuts_at_the_same_turn():
+    # The real context was windowed at turn 9; a speculative copy of an untrimmed context
+    # (or the real one, later) must still be cut where the untrimmed history is cut.
+    trimmed, dropped = window_turns(_turns(10), max_turns=8, trim_batch=4)
+    assert dropped == 4
+    later = _turns(3, start=10) + [{"role": "user", "content": "now"}]
+    from_trimmed, _ = window_turns(trimmed + later, max_turns=8, trim_batch=4)
+    from_full, _ = window_turns(_turns(10) + later, max_turns=8, trim_batch=4)
+    assert from_trimmed == from_full
+    assert from_full[0] == {"role": "user", "content": "q8"}
+
+
+async def test_the_context_window_lays_out_session_data_then_normalised_windowed_history():
+    session = [{"role": "developer", "content": "The caller is Ana."}]
+    window = ContextWindow(max_turns=2, trim_batch=1, session_messages=session)
+    current = {"role": "user", "content": "Um, and [10:00:01] on Sunday?"}
+    context = LLMContext(messages=[*_turns(3), current])
+
+    await run_test(window, frames_to_send=[LLMContextFrame(context=context)], expected_down_frames=[LLMContextFrame])
+
+    assert context.get_messages() == [
+        *session, *_turns(3)[2:], {"role": "user", "content": "and on Sunday?"},
+    ]
+    # Replaced, never mutated: a speculative copy of a context shares its message dicts.
+    assert current == {"role": "user", "content": "Um, and [10:00:01] on Sunday?"}
+    assert window.dropped_turns == 1
+
+
+async def test_warm_up_at_call_start_sends_the_same_prefix_as_a_real_request_and_rewarms_when_idle():
+    server = ScriptedLLM(ttft_s=0.0, tokens_per_s=1000)
+    session = [{"role": "user", "content": "(The caller's name is Ana.)"}]
+    async with scripted(server) as url:
+        client = make_openai_client(base_url=url, api_key=None, connect_timeout=2.0, total_timeout=10.0)
+        warmer = PrefixWarmer(
+            client=client, model="scripted", system_prompt=SYSTEM_PROMPT,
+            session_messages=session, rewarm_after_s=0.6,
+        )
+        llm = ResilientOpenAILLMService(
+            client=client, apology_text="sorry",
+            settings=OpenAILLMService.Settings(model="scripted", system_instruction=SYSTEM_PROMPT),
+        )
+        context = LLMContext(messages=[*session, {"role": "user", "content": "What time do you open?"}])
+        frames = [SleepFrame(0.2)]
+        # Requests every 0.2 s keep the cache warm: no re-warm while they flow.
+        frames += [LLMContextFrame(context=context), SleepFrame(0.2)] * 4
+        frames += [SleepFrame(1.5)]  # idle: re-warms
+        await run_test(Pipeline([warmer, llm]), frames_to_send=frames)
+        await client.close()
+
+    warm_requests = [r for r in server.requests if r.last_user_text == "Hi"]
+    real = [r for r in server.requests if r.last_user_text == "What time do you open?"]
+    assert server.requests[0] is warm_requests[0]
+    assert len(real) == 4
+    # Everything before the user's words is byte-identical.
+    assert warm_requests[0].messages[:-1] == real[0].messages[:-1]
+    assert real[0].messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    between = [r for r in warm_requests if real[0].received_at < r.received_at < real[-1].received_at]
+    assert between == []
+    assert len(warm_requests) >= 2
+    assert warmer.warmups == len(warm_requests) and warmer.failures == 0
