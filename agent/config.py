@@ -59,6 +59,19 @@ class BriskConfig(BaseSettings):
         description="Extra wait after the VAD stop before the user's turn ends (pause tolerance).",
     )
 
+    # --- barge-in -------------------------------------------------------------------------
+    barge_in_min_speech_secs: float = Field(
+        0.3, ge=0, description="Speech over the bot must last this long (VAD-measured) to interrupt it."
+    )
+    barge_in_min_words: int = Field(
+        1, ge=1, description="Words (from partial transcripts) speech over the bot needs to interrupt it."
+    )
+    barge_in_backchannels: list[str] | None = Field(
+        None,
+        description="Acknowledgements that never interrupt the bot mid-answer (kept in the transcript, "
+        "out of the LLM context); unset = uh-huh, mm-hmm, yeah, ok, right, 嗯, 对 and their spellings.",
+    )
+
     # --- ASR ------------------------------------------------------------------------------
     whisper_model: Literal["tiny.en", "base"] = Field(
         "tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate)."

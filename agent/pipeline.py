@@ -8,6 +8,11 @@ a stock pipecat pipeline on the same models — the baseline every benchmark com
                       -> context window -> prefix warmer (brisk) -> LLM -> sentence chunker (brisk)
                       -> TTS -> transport.output() -> assistant aggregator
                                                      (observer: processors/latency.py)
+
+Brisk's flavor adds barge-in (processors/barge_in.py): its user turn start strategy decides when
+speech over the bot interrupts it, a tagger right after the LLM numbers bot turns, a gate before
+the output transport drops anything of an interrupted turn (and stops the transport at the
+decision), and a tracker after it rewrites a cut answer in the context to what was played.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
+from processors.barge_in import DEFAULT_BACKCHANNELS, BargeIn, BargeInPolicy
 from processors.context_window import ContextWindow
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
@@ -78,6 +84,7 @@ class Call:
     flavor: Flavor
     processors: list  # in pipeline order, for inspection
     speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
+    barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
 
 
 class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
@@ -196,6 +203,16 @@ def make_tts(resources: Resources, flavor: Flavor = "brisk"):
     )
 
 
+def make_barge_in(config: BriskConfig) -> BargeIn:
+    return BargeIn(
+        BargeInPolicy(
+            min_speech_secs=config.barge_in_min_speech_secs,
+            min_words=config.barge_in_min_words,
+            backchannels=tuple(config.barge_in_backchannels or DEFAULT_BACKCHANNELS),
+        )
+    )
+
+
 def make_turn_strategies(
     config: BriskConfig, flavor: Flavor, speculation: SpeculationStats | None = None
 ) -> UserTurnStrategies:
@@ -242,12 +259,15 @@ def build_call(
     config = resources.config
     latency = latency or LatencyObserver()
     speculation = SpeculationStats() if flavor == "brisk" and config.speculation else None
+    barge_in = make_barge_in(config) if flavor == "brisk" else None
+    turn_strategies = make_turn_strategies(config, flavor, speculation)
+    if barge_in:
+        # While the bot speaks, only speech that passes the barge-in policy starts a turn.
+        turn_strategies.start = [barge_in.start_strategy()]
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(
         context,
-        user_params=LLMUserAggregatorParams(
-            user_turn_strategies=make_turn_strategies(config, flavor, speculation)
-        ),
+        user_params=LLMUserAggregatorParams(user_turn_strategies=turn_strategies),
     )
     processors = [
         transport.input(),
@@ -256,9 +276,12 @@ def build_call(
         aggregators.user(),
         *make_prompt_processors(resources, flavor),
         make_llm(resources, speculation),
+        *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
         make_tts(resources, flavor),
+        *([barge_in.gate()] if barge_in else []),
         transport.output(),
+        *([barge_in.playback(aggregators.assistant())] if barge_in else []),
         aggregators.assistant(),
     ]
     pipeline = Pipeline(processors)
@@ -286,4 +309,5 @@ def build_call(
         flavor=flavor,
         processors=processors,
         speculation=speculation,
+        barge_in=barge_in,
     )

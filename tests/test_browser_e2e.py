@@ -33,7 +33,9 @@ CHROMIUM_FLAGS = [
 
 
 async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart(server, tmp_path, artifacts_dir):
-    base_url, _app = server
+    base_url, app = server
+    calls: list = []
+    app.state.calls.listeners.append(lambda _pc_id, call: calls.append(call))
     question = "What are your opening hours on Saturday?"
     clip = synthesize_speech(question, tmp_path / "question.wav", lead_silence=1.5, tail_silence=8.0)
 
@@ -73,3 +75,6 @@ async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart
     assert turn["stages_ms"]["first_audio_out"] is not None
     assert bars >= 5  # one bar per measured stage
     assert "saturday" in transcript.lower()
+    # The page asks for echo cancellation: the bot's own voice must never interrupt it.
+    [call] = calls
+    assert call.barge_in.interruptions == []
