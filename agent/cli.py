@@ -3,6 +3,7 @@
     python -m agent serve [--host 127.0.0.1] [--port 7860]
     python -m agent call IN.wav [--out OUT.wav] [--json]
     python -m agent prepare-models
+    python -m agent livekit-worker
     python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
 """
 
@@ -68,6 +69,16 @@ def cmd_prepare_models(args) -> int:
     return 0
 
 
+def cmd_livekit_worker(args) -> int:
+    config = load_config()
+    _setup_logging(config.log_level)
+
+    from agent.livekit import run_worker
+
+    asyncio.run(run_worker(config))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from agent.bench import main as bench_main
 
@@ -91,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     prep = sub.add_parser("prepare-models", help="join and verify the embedded model files once")
     prep.set_defaults(func=cmd_prepare_models)
+
+    worker = sub.add_parser(
+        "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/livekit.py)"
+    )
+    worker.set_defaults(func=cmd_livekit_worker)
 
     # agent/bench.py parses its own options: argparse.REMAINDER would refuse a first argument
     # that looks like an option (`bench --quick`), so main() hands over what is left instead.

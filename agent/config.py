@@ -162,6 +162,40 @@ class BriskConfig(BaseSettings):
         "wss://api.cartesia.ai/tts/websocket", description="Cartesia websocket URL (a stand-in in tests)."
     )
 
+    # --- phone (Twilio Media Streams) -----------------------------------------------------
+    public_url: str | None = Field(
+        None,
+        description="URL Twilio reaches this server at (https://brisk.example.com); unset = the request's Host.",
+    )
+    twilio_auth_token: str | None = Field(
+        None, description="Twilio auth token: webhooks must then carry a valid X-Twilio-Signature."
+    )
+
+    # --- LiveKit --------------------------------------------------------------------------
+    livekit_url: str | None = Field(
+        None, description="LiveKit server the worker joins rooms on (ws://livekit:7880); enables the token route."
+    )
+    livekit_public_url: str | None = Field(
+        None, description="LiveKit URL handed to callers with their token; unset = livekit_url."
+    )
+    livekit_api_key: str | None = Field(None, description="LiveKit API key.")
+    livekit_api_secret: str | None = Field(None, description="LiveKit API secret.")
+    livekit_agent_name: str = Field(
+        "", description="Worker agent name: set = explicit dispatch (caller tokens name it); empty = every room."
+    )
+    livekit_load_threshold: float = Field(
+        0.75, gt=0, le=1, description="A worker takes no new room once rooms in progress / max_calls reach this."
+    )
+    livekit_drain_timeout_secs: float = Field(
+        300.0, ge=0, description="On SIGTERM a worker waits this long for its rooms to end before leaving them."
+    )
+    livekit_token_ttl_secs: int = Field(600, ge=10, description="How long a caller's room token stays valid.")
+
+    # --- operations -----------------------------------------------------------------------
+    otlp_endpoint: str | None = Field(
+        None, description="OpenTelemetry collector, OTLP/HTTP (http://collector:4318); unset = no traces."
+    )
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, v: str) -> str:
@@ -180,6 +214,8 @@ class BriskConfig(BaseSettings):
             )
         if self.tts == "cartesia" and not self.cartesia_api_key:
             raise ValueError("tts=cartesia needs BRISK_CARTESIA_API_KEY")
+        if self.livekit_url and not (self.livekit_api_key and self.livekit_api_secret):
+            raise ValueError("livekit_url needs BRISK_LIVEKIT_API_KEY and BRISK_LIVEKIT_API_SECRET too")
         return self
 
     @property

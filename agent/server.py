@@ -4,6 +4,9 @@
     POST /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id"}   (starts a call)
     PATCH /api/offer  {"pc_id", "candidates": [...]}                          (trickle ICE)
     GET  /healthz     per-component JSON; 200 only when models and LLM are ready
+    GET  /metrics     Prometheus metrics (agent/metrics.py)
+    POST /twilio/voice, WS /ws/twilio    phone calls (agent/twilio.py)
+    GET  /api/livekit/token              a caller's LiveKit room token (agent/livekit.py)
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
 from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
+from agent.livekit import token_router
+from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
 from agent.runtime import Runtime
+from agent.twilio import TwilioPhone
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
@@ -135,6 +141,16 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
     runtime = runtime or Runtime(config)
     calls = CallManager(runtime, flavor=flavor)
     handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in config.ice_servers])
+    phone = TwilioPhone(
+        runtime,
+        auth_token=config.twilio_auth_token,
+        public_url=config.public_url,
+        max_calls=config.max_calls,
+        flavor=flavor,
+    )
+    metrics = BriskMetrics(tracer=setup_tracing(config.otlp_endpoint))
+    calls.listeners.append(metrics.listener("webrtc"))
+    phone.listeners.append(metrics.listener("twilio"))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -147,18 +163,23 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
                 logger.error(f"Brisk could not start: {runtime.error}")
         yield
         await calls.stop()
+        await phone.stop()
         await handler.close()
         if owns_runtime:
             await runtime.stop()
 
-    app = FastAPI(title="Brisk", lifespan=lifespan)
+    # Calls are traced by agent/metrics.py; FastAPI's own spans (on once tracing is set up)
+    # would add a trace per HTTP request, Prometheus scrapes included, and per WebSocket.
+    app = FastAPI(title="Brisk", lifespan=lifespan, telemetry={"tracing": False})
     app.state.runtime = runtime
     app.state.calls = calls
+    app.state.phone = phone
+    app.state.metrics = metrics
 
     @app.get("/healthz")
     async def healthz():
         ready, body = runtime.health()
-        body["calls"] = calls.active
+        body["calls"] = calls.active + phone.active
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.post("/api/offer")
@@ -189,5 +210,17 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         await handler.handle_patch_request(patch)
         return {"status": "success"}
 
+    app.include_router(metrics.router)
+    app.include_router(phone.router)
+    app.include_router(
+        token_router(
+            config.livekit_public_url or config.livekit_url,
+            config.livekit_api_key,
+            config.livekit_api_secret,
+            ttl_secs=config.livekit_token_ttl_secs,
+            agent_name=config.livekit_agent_name,
+        )
+    )
+    # Last: a mount at "/" answers every path, so routes must come before it.
     app.mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web")
     return app

@@ -169,7 +169,9 @@ class _ProcessorTrack:
 
 
 class _Turn:
-    __slots__ = ("n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative")
+    __slots__ = (
+        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn"
+    )
 
     def __init__(self, n: int, start_ns: int):
         self.n = n
@@ -179,6 +181,7 @@ class _Turn:
         self.user_text: list[str] = []
         self.bot_text: list[str] = []
         self.speculative = False
+        self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
 
     def mark(self, stage: str, ts: int):
         self.stages.setdefault(stage, ts)
@@ -272,6 +275,7 @@ class LatencyObserver(BaseObserver):
         {"turn": 1, "user_text": str, "bot_text": str,
          "reference": "speech_end" | "vad_estimate" | None, "interrupted": bool,
          "speculative": bool,  # the answered LLM request was a speculative one
+         "speculations_withdrawn": int,  # speculative requests withdrawn before the answer
          "stages_ms": {stage: ms after the reference or None, for every stage in STAGES},
          "t0_monotonic": float | None}  # the reference, in time.monotonic() seconds
 
@@ -343,6 +347,10 @@ class LatencyObserver(BaseObserver):
                 "count": len(ordered),
             }
         return stats
+
+    def processor_samples(self) -> dict[str, list[float]]:
+        """Each processor's samples in the window, in seconds (what the percentiles are taken from)."""
+        return {t.name: [s / 1e9 for s in t.samples] for t in self._tracks.values() if t.samples}
 
     def summary(self) -> dict[str, Any]:
         """``{"processors": processor_stats(), "turns": [closed turn records]}``."""
@@ -433,6 +441,7 @@ class LatencyObserver(BaseObserver):
                 # The draft is withdrawn; the request that follows is the one answered.
                 turn.stages.pop("llm_request", None)
                 turn.speculative = False
+                turn.withdrawn += 1
         elif role == _TTS and kind & _TTS_TEXT_IN and turn.responding:
             turn.mark("tts_first_text", ts)
 
@@ -547,6 +556,7 @@ class LatencyObserver(BaseObserver):
             "reference": reference,
             "interrupted": interrupted,
             "speculative": turn.speculative,
+            "speculations_withdrawn": turn.withdrawn,
             "stages_ms": stages_ms,
             "t0_monotonic": None if ref_ns is None else (ref_ns + offset) / 1e9,
         }

@@ -53,8 +53,10 @@ async def test_a_spoken_question_gets_a_spoken_answer_with_a_complete_waterfall(
     assert record["bot_text"].strip()
     stages = record["stages_ms"]
     assert all(stages[s] is not None for s in STAGES if s != "speech_end"), stages
-    ordered = ["vad_stop", "stt_final", "llm_request", "llm_first_token", "tts_first_audio", "first_audio_out"]
-    assert [stages[s] for s in ordered] == sorted(stages[s] for s in ordered)
+    # A speculative draft may start the LLM before the VAD stops, so only causal chains are ordered.
+    answer = ["llm_request", "llm_first_token", "tts_first_audio", "first_audio_out"]
+    assert [stages[s] for s in answer] == sorted(stages[s] for s in answer), stages
+    assert stages["vad_stop"] <= stages["first_audio_out"] and stages["stt_final"] <= stages["first_audio_out"]
     # The browser gets the same record over the data channel.
     assert [r["turn"] for r in result.caller.turn_records()] == [record["turn"]]
 

@@ -1,0 +1,376 @@
+"""Phone calls over Twilio Media Streams.
+
+    POST /twilio/voice   Twilio's incoming-call webhook -> TwiML that streams the call to
+                         wss://<host>/ws/twilio (answers <Reject reason="busy"/> when full)
+    WS   /ws/twilio      Twilio Media Streams. In: connected, start (streamSid, callSid),
+                         media (base64 8 kHz mu-law, 20 ms each), mark, stop.
+                         Out: media, mark (after each complete answer), clear (on barge-in).
+
+The pipeline runs at 8 kHz in: pipecat's ``TwilioFrameSerializer`` then decodes each media
+event into one 20 ms frame and the VAD sees it at once, instead of waiting ~95 ms for the soxr
+stream resampler (8 -> 16 kHz) to release a burst. Output is resampled once, 24 -> 8 kHz, by
+the output transport, which flushes the resampler's tail at the end of each answer.
+
+When an auth token is configured every webhook must carry a valid ``X-Twilio-Signature``
+(Twilio's HMAC-SHA1 over the URL and the sorted POST parameters), and the TwiML hands the
+stream a per-call token that its ``start`` message must bring back: the WebSocket accepts
+only streams that Twilio opened for a call this server answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+from xml.etree import ElementTree
+
+from fastapi import APIRouter, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import Response
+from loguru import logger
+from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
+from pipecat.serializers.twilio import TwilioFrameSerializer
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
+from pipecat.workers.runner import WorkerRunner
+
+from agent.pipeline import Call, Flavor, build_call
+from agent.runtime import Runtime
+
+TWILIO_SAMPLE_RATE = 8000
+VOICE_PATH = "/twilio/voice"
+STREAM_PATH = "/ws/twilio"
+# Twilio sends "connected" and "start" right after the handshake.
+START_TIMEOUT_S = 10.0
+# WebSocket close codes (RFC 6455): policy violation, unsupported data, try again later.
+CLOSE_POLICY, CLOSE_UNSUPPORTED, CLOSE_TRY_LATER = 1008, 1003, 1013
+
+CallListener = Callable[[str, Call], None]
+
+
+# -- signatures ----------------------------------------------------------------------------
+
+
+def twilio_signature(auth_token: str, url: str, params: Mapping[str, str | Sequence[str]]) -> str:
+    """Twilio's request signature: base64(HMAC-SHA1(auth token, URL + sorted key+value pairs)).
+
+    A key sent several times contributes each of its values, sorted.
+    """
+    data = url
+    for key in sorted(params):
+        values = params[key]
+        for value in sorted([values] if isinstance(values, str) else values):
+            data += key + value
+    digest = hmac.new(auth_token.encode(), data.encode(), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _port_variants(url: str) -> set[str]:
+    # Twilio may sign the URL with or without the default port, whichever it dialled.
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    bare = urlunsplit(parts._replace(netloc=host))
+    if port is None:
+        return {bare}
+    return {bare, urlunsplit(parts._replace(netloc=f"{host}:{port}"))}
+
+
+def signature_is_valid(
+    auth_token: str, url: str, params: Mapping[str, str | Sequence[str]], signature: str | None
+) -> bool:
+    """True when ``signature`` is Twilio's signature of this request, port written or not."""
+    if not signature:
+        return False
+    return any(
+        hmac.compare_digest(twilio_signature(auth_token, candidate, params), signature)
+        for candidate in _port_variants(url)
+    )
+
+
+def stream_token(auth_token: str, call_sid: str) -> str:
+    """The token the TwiML gives one call's stream, so only that call can open a stream."""
+    return hmac.new(auth_token.encode(), f"brisk-stream:{call_sid}".encode(), hashlib.sha256).hexdigest()
+
+
+# -- TwiML ---------------------------------------------------------------------------------
+
+
+def stream_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
+    """<Response><Connect><Stream url=...> with custom parameters, escaped."""
+    response = ElementTree.Element("Response")
+    stream = ElementTree.SubElement(ElementTree.SubElement(response, "Connect"), "Stream", url=stream_url)
+    for name, value in parameters.items():
+        ElementTree.SubElement(stream, "Parameter", name=name, value=value)
+    return '<?xml version="1.0" encoding="UTF-8"?>' + ElementTree.tostring(response, encoding="unicode")
+
+
+def busy_twiml() -> str:
+    return '<?xml version="1.0" encoding="UTF-8"?><Response><Reject reason="busy"/></Response>'
+
+
+# -- the stream ----------------------------------------------------------------------------
+
+
+@dataclass
+class StreamStart:
+    """What Twilio's ``start`` message says about the stream."""
+
+    stream_sid: str
+    call_sid: str
+    account_sid: str
+    custom_parameters: dict[str, str]
+    encoding: str
+    sample_rate: int
+    channels: int
+
+    @classmethod
+    def parse(cls, message: dict) -> "StreamStart":
+        start = message.get("start") or {}
+        media_format = start.get("mediaFormat") or {}
+        stream_sid = message.get("streamSid") or start.get("streamSid")
+        call_sid = start.get("callSid")
+        if not stream_sid or not call_sid:
+            raise ValueError("start message without streamSid/callSid")
+        return cls(
+            stream_sid=stream_sid,
+            call_sid=call_sid,
+            account_sid=start.get("accountSid", ""),
+            custom_parameters=dict(start.get("customParameters") or {}),
+            encoding=media_format.get("encoding", "audio/x-mulaw"),
+            sample_rate=int(media_format.get("sampleRate", TWILIO_SAMPLE_RATE)),
+            channels=int(media_format.get("channels", 1)),
+        )
+
+
+class TwilioStreamSerializer(TwilioFrameSerializer):
+    """pipecat's Twilio serializer, plus the two inbound events it drops: ``mark`` and ``stop``.
+
+    Media and DTMF go to pipecat's serializer unchanged. The Twilio REST hang-up is off: a
+    call ends when the caller hangs up, and the stream closing ends the TwiML, hence the call.
+    """
+
+    def __init__(self, stream_sid: str, *, on_mark: Callable[[str], None], on_stop: Callable[[], None]):
+        super().__init__(stream_sid, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+        self._on_mark = on_mark
+        self._on_stop = on_stop
+
+    async def deserialize(self, data: str | bytes) -> Frame | None:
+        """Note played marks and the end of the stream; the rest is pipecat's."""
+        try:
+            message = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            logger.warning(f"ignoring a non-JSON Twilio message: {data[:80]!r}")
+            return None
+        event = message.get("event")
+        if event == "mark":
+            self._on_mark((message.get("mark") or {}).get("name", ""))
+            return None
+        if event == "stop":
+            self._on_stop()
+            return None
+        return await super().deserialize(data)
+
+
+class PhoneCall:
+    """One phone call: its pipeline, and what the phone told us about playback."""
+
+    def __init__(self, start: StreamStart):
+        self.start = start
+        self.call: Call | None = None
+        self.marks_sent: dict[str, float] = {}  # mark name -> time.monotonic() it was sent
+        self.marks_played: dict[str, float] = {}  # mark name -> when the phone said it played
+        self.caller_hung_up = False
+        self._ending: asyncio.Task | None = None
+
+    def mark_played(self, name: str) -> None:
+        now = time.monotonic()
+        self.marks_played[name] = now
+        sent = self.marks_sent.get(name)
+        if sent is not None:
+            logger.debug(f"call {self.start.call_sid}: {name} played {1000 * (now - sent):.0f} ms after it was sent")
+
+    def caller_stopped(self) -> None:
+        self.caller_hung_up = True
+        self.end("caller hung up")
+
+    def end(self, reason: str) -> None:
+        """Cancel the pipeline once, from its own task: the caller may be the input transport."""
+        if self._ending is None:
+            logger.info(f"call {self.start.call_sid}: {reason}, ending the call")
+            self._ending = asyncio.get_running_loop().create_task(self.call.worker.cancel(reason=reason))
+
+    async def send_mark(self, record: dict) -> None:
+        # A mark after a complete answer: Twilio echoes it once the phone has played that far.
+        if record.get("interrupted"):
+            return
+        name = f"turn-{record['turn']}"
+        self.marks_sent[name] = time.monotonic()
+        message = {"event": "mark", "streamSid": self.start.stream_sid, "mark": {"name": name}}
+        await self.call.worker.queue_frame(OutputTransportMessageUrgentFrame(message=message))
+
+
+def phone_transport(websocket: WebSocket, serializer: TwilioStreamSerializer) -> FastAPIWebsocketTransport:
+    return FastAPIWebsocketTransport(
+        websocket=websocket,
+        params=FastAPIWebsocketParams(
+            audio_in_enabled=True,
+            audio_in_sample_rate=TWILIO_SAMPLE_RATE,
+            audio_out_enabled=True,
+            audio_out_sample_rate=TWILIO_SAMPLE_RATE,
+            serializer=serializer,
+            # Twilio sends no Origin; the stream is authenticated by its token instead.
+            allowed_origins=[],
+        ),
+    )
+
+
+class TwilioPhone:
+    """The Twilio routes (``.router``) and the phone calls in progress (``.calls``)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        auth_token: str | None = None,
+        public_url: str | None = None,
+        max_calls: int = 4,
+        flavor: Flavor = "brisk",
+    ):
+        """Create the routes.
+
+        Args:
+            runtime: The process runtime; calls are refused until its resources are ready.
+            auth_token: Twilio auth token. When set, webhooks must be signed and streams
+                must carry the token the TwiML gave them; when None nothing is checked.
+            public_url: The base URL Twilio uses to reach this server (``https://host``):
+                the stream URL and the signed URL derive from it. When None, they come from
+                the request's ``X-Forwarded-Proto``/``X-Forwarded-Host`` or ``Host``.
+            max_calls: Phone calls taken at once; more are rejected as busy.
+            flavor: Pipeline flavor (``agent.pipeline.build_call``).
+        """
+        self.runtime = runtime
+        self.auth_token = auth_token
+        self.public_url = public_url
+        self.max_calls = max_calls
+        self.flavor = flavor
+        self.calls: dict[str, PhoneCall] = {}  # streamSid -> call in progress
+        self.listeners: list[CallListener] = []  # listener(stream_sid, Call) when a call is assembled
+        self._tasks: set[asyncio.Task] = set()
+        self.router = APIRouter()
+        self.router.add_api_route(VOICE_PATH, self.voice_webhook, methods=["POST"], include_in_schema=False)
+        self.router.add_api_websocket_route(STREAM_PATH, self.media_stream)
+
+    @property
+    def active(self) -> int:
+        return len(self.calls)
+
+    # -- webhook ---------------------------------------------------------------------------
+
+    def _public_base(self, request: Request) -> tuple[str, str]:
+        """(scheme, host) Twilio used to reach us."""
+        if self.public_url:
+            parts = urlsplit(self.public_url)
+            return parts.scheme, parts.netloc
+        headers = request.headers
+        proto = headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
+        host = headers.get("x-forwarded-host", headers.get("host", "")).split(",")[0].strip()
+        return proto, host
+
+    async def voice_webhook(self, request: Request) -> Response:
+        # Twilio posts application/x-www-form-urlencoded; parse_qs keeps repeated keys.
+        params = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
+        scheme, host = self._public_base(request)
+        if self.auth_token:
+            query = f"?{request.url.query}" if request.url.query else ""
+            signed_url = f"{scheme}://{host}{request.url.path}{query}"
+            if not signature_is_valid(self.auth_token, signed_url, params, request.headers.get("x-twilio-signature")):
+                logger.warning(f"rejected a Twilio webhook with a bad signature for {signed_url}")
+                raise HTTPException(status_code=403, detail="invalid Twilio signature")
+        call_sid = params.get("CallSid", [""])[0]
+        if self.active >= self.max_calls or self.runtime.resources is None:
+            logger.warning(f"call {call_sid}: busy or not ready ({self.active} phone calls), rejecting")
+            return Response(busy_twiml(), media_type="application/xml")
+        # Twilio only dials wss://; plain ws:// only when the public URL says http (a local tunnel).
+        ws_scheme = "ws" if self.public_url and scheme == "http" else "wss"
+        stream_url = f"{ws_scheme}://{host}{STREAM_PATH}"
+        parameters = {"token": stream_token(self.auth_token, call_sid)} if self.auth_token else {}
+        logger.info(f"call {call_sid} from {params.get('From', ['?'])[0]}: streaming to {stream_url}")
+        return Response(stream_twiml(stream_url, parameters), media_type="application/xml")
+
+    # -- stream ----------------------------------------------------------------------------
+
+    async def media_stream(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        try:
+            start = await asyncio.wait_for(_read_start(websocket), START_TIMEOUT_S)
+        except WebSocketDisconnect:
+            return
+        except (asyncio.TimeoutError, ValueError) as e:
+            logger.warning(f"Twilio stream refused: {e or 'no start message'}")
+            await websocket.close(code=CLOSE_POLICY, reason="expected connected/start")
+            return
+        if self.auth_token:
+            token = start.custom_parameters.get("token", "")
+            if not hmac.compare_digest(token, stream_token(self.auth_token, start.call_sid)):
+                logger.warning(f"Twilio stream {start.stream_sid} refused: missing or wrong stream token")
+                await websocket.close(code=CLOSE_POLICY, reason="unauthenticated stream")
+                return
+        if (start.encoding, start.sample_rate, start.channels) != ("audio/x-mulaw", TWILIO_SAMPLE_RATE, 1):
+            await websocket.close(code=CLOSE_UNSUPPORTED, reason="expected 8 kHz mono audio/x-mulaw")
+            return
+        if self.runtime.resources is None or self.active >= self.max_calls:
+            await websocket.close(code=CLOSE_TRY_LATER, reason="busy")
+            return
+        await self._run_call(websocket, start)
+
+    async def _run_call(self, websocket: WebSocket, start: StreamStart) -> None:
+        phone = PhoneCall(start)
+        serializer = TwilioStreamSerializer(start.stream_sid, on_mark=phone.mark_played, on_stop=phone.caller_stopped)
+        transport = phone_transport(websocket, serializer)
+        call = phone.call = build_call(
+            self.runtime.resources, transport, flavor=self.flavor, input_sample_rate=TWILIO_SAMPLE_RATE
+        )
+        call.latency.add_turn_listener(phone.send_mark)
+        self.calls[start.stream_sid] = phone
+        for listener in self.listeners:
+            listener(start.stream_sid, call)
+
+        @transport.event_handler("on_client_disconnected")
+        async def on_client_disconnected(_transport, _websocket):
+            phone.end("Twilio closed the stream")
+
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        logger.info(f"call {start.call_sid}: stream {start.stream_sid} started")
+        try:
+            runner = WorkerRunner(handle_sigint=False)
+            await runner.add_workers(call.worker)
+            await runner.run()
+        except Exception:
+            logger.exception(f"call {start.call_sid} failed")
+        finally:
+            self._tasks.discard(task)
+            self.calls.pop(start.stream_sid, None)
+            logger.info(f"call {start.call_sid} ended: {json.dumps(call.latency.summary()['processors'])}")
+
+    async def stop(self) -> None:
+        """End every phone call (server shutdown)."""
+        for phone in list(self.calls.values()):
+            phone.end("server shutting down")
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+
+
+async def _read_start(websocket: WebSocket) -> StreamStart:
+    while True:
+        message = json.loads(await websocket.receive_text())
+        event = message.get("event")
+        if event == "start":
+            return StreamStart.parse(message)
+        if event != "connected":
+            raise ValueError(f"expected connected/start, got {event!r}")
