@@ -139,6 +139,9 @@ class BriskConfig(BaseSettings):
     speculation_match_threshold: float = Field(
         0.92, ge=0, le=1, description="Word similarity of draft and final transcript needed to keep the draft."
     )
+    speculation_prefetch_tts: bool = Field(
+        True, description="Synthesise a held draft's first chunk before the turn is confirmed (hibari TTS only)."
+    )
 
     # --- speaking ---------------------------------------------------------------------------
     first_chunk_min_words: int = Field(

@@ -53,6 +53,7 @@ from processors.speculation import (
     SpeculativeUserTurnStopStrategy,
     StabilityConfig,
 )
+from processors.speculative_tts import SpeculativeAudioCache
 
 Flavor = Literal["brisk", "stock"]
 
@@ -84,6 +85,7 @@ class Call:
     flavor: Flavor
     processors: list  # in pipeline order, for inspection
     speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
+    speculative_audio: SpeculativeAudioCache | None = None  # held drafts' prefetched first chunks
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
 
 
@@ -124,7 +126,11 @@ def make_stt(resources: Resources, flavor: Flavor):
     )
 
 
-def make_llm(resources: Resources, speculation: SpeculationStats | None = None) -> OpenAILLMService:
+def make_llm(
+    resources: Resources,
+    speculation: SpeculationStats | None = None,
+    speculative_audio: SpeculativeAudioCache | None = None,
+) -> OpenAILLMService:
     config = resources.config
     kwargs = dict(
         client=resources.llm_client,
@@ -139,7 +145,7 @@ def make_llm(resources: Resources, speculation: SpeculationStats | None = None) 
     )
     if speculation is None:
         return ResilientOpenAILLMService(**kwargs)
-    return BriskLLMService(speculation_stats=speculation, **kwargs)
+    return BriskLLMService(speculation_stats=speculation, speculative_audio=speculative_audio, **kwargs)
 
 
 def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
@@ -166,27 +172,39 @@ def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
     return processors
 
 
+def chunking(config: BriskConfig) -> SentenceFirstConfig:
+    return SentenceFirstConfig(
+        min_first_words=config.first_chunk_min_words,
+        first_chunk_word_cap=config.first_chunk_word_cap,
+    )
+
+
 def make_chunker(config: BriskConfig, flavor: Flavor) -> list:
     """Brisk speaks each answer's first clause early; stock keeps pipecat's sentence aggregation."""
     if flavor == "stock":
         return []
-    return [
-        SentenceChunker(
-            SentenceFirstConfig(
-                min_first_words=config.first_chunk_min_words,
-                first_chunk_word_cap=config.first_chunk_word_cap,
-            )
-        )
-    ]
+    return [SentenceChunker(chunking(config))]
 
 
-def make_tts(resources: Resources, flavor: Flavor = "brisk"):
+def make_speculative_audio(config: BriskConfig, speculation: SpeculationStats | None):
+    """A held draft's first chunk is synthesised before its turn is confirmed (hibari only)."""
+    if speculation is None or not config.speculation_prefetch_tts or config.tts_engine != "hibari":
+        return None
+    # Cut with the chunker's rules, so the prefetched chunk is the text the TTS will be asked for.
+    return SpeculativeAudioCache(chunking(config))
+
+
+def make_tts(
+    resources: Resources,
+    flavor: Flavor = "brisk",
+    speculative_audio: SpeculativeAudioCache | None = None,
+):
     config = resources.config
     engine = config.tts_engine
     if engine == "hibari":
         from processors.hibari_tts import HibariTTSService
 
-        return HibariTTSService(voice=resources.hibari_voice)
+        return HibariTTSService(voice=resources.hibari_voice, speculative_audio=speculative_audio)
     if engine == "espeak":
         from processors.espeak_tts import EspeakTTSService, EspeakTTSSettings
 
@@ -259,6 +277,7 @@ def build_call(
     config = resources.config
     latency = latency or LatencyObserver()
     speculation = SpeculationStats() if flavor == "brisk" and config.speculation else None
+    speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation)
     if barge_in:
@@ -275,10 +294,10 @@ def build_call(
         make_stt(resources, flavor),
         aggregators.user(),
         *make_prompt_processors(resources, flavor),
-        make_llm(resources, speculation),
+        make_llm(resources, speculation, speculative_audio),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
-        make_tts(resources, flavor),
+        make_tts(resources, flavor, speculative_audio),
         *([barge_in.gate()] if barge_in else []),
         transport.output(),
         *([barge_in.playback(aggregators.assistant())] if barge_in else []),
@@ -309,5 +328,6 @@ def build_call(
         flavor=flavor,
         processors=processors,
         speculation=speculation,
+        speculative_audio=speculative_audio,
         barge_in=barge_in,
     )

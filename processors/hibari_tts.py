@@ -4,6 +4,10 @@ Consumes: text from pipecat's TTS machinery (LLM sentences, TTSSpeakFrame).
 Emits: TTSStartedFrame, 40 ms TTSAudioRawFrames sentence by sentence, TTSStoppedFrame;
 an ErrorFrame upstream when synthesis fails.
 Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
+
+With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthesises a held
+speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
+asks for the same text.
 """
 
 import asyncio
@@ -22,6 +26,8 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
+
+from processors.speculative_tts import SpeculativeAudioCache
 
 DEFAULT_VOICE = "heart"
 FRAME_SECONDS = 0.04
@@ -86,6 +92,7 @@ class HibariTTSService(TTSService):
         voice: Hibari | None = None,
         leading_silence_s: float | None = 0.05,
         settings: Settings | None = None,
+        speculative_audio: SpeculativeAudioCache | None = None,
         **kwargs,
     ):
         """Create the service.
@@ -94,6 +101,8 @@ class HibariTTSService(TTSService):
             voice: A loaded hibari voice to share; defaults to `load_voice(settings.voice)`.
             leading_silence_s: Silence kept before each sentence's speech; None keeps all of it.
             settings: Voice name and speed (defaults: "heart", 1.0).
+            speculative_audio: The call's cache of a held draft's first chunk, shared with the
+                LLM service; this service synthesises into it and speaks from it.
             **kwargs: Passed to `TTSService`. `sample_rate` defaults to hibari's 24 kHz, so the
                 output transport resamples if it runs at another rate.
         """
@@ -114,6 +123,9 @@ class HibariTTSService(TTSService):
         )
         self._voice = voice or load_voice(assert_given(self._settings.voice))
         self._leading_silence_s = leading_silence_s
+        self._speculative_audio = speculative_audio
+        if speculative_audio is not None:
+            speculative_audio.bind(self._prefetch_pcm)
 
     def can_generate_metrics(self) -> bool:
         """TTFB, processing and usage metrics are supported."""
@@ -131,7 +143,7 @@ class HibariTTSService(TTSService):
         try:
             await self.start_tts_usage_metrics(text)
             async for frame in self._stream_audio_frames_from_iterator(
-                self._pcm_chunks(text), in_sample_rate=SAMPLE_RATE, context_id=context_id
+                self._audio_for(text), in_sample_rate=SAMPLE_RATE, context_id=context_id
             ):
                 await self.stop_ttfb_metrics()
                 yield frame
@@ -139,6 +151,24 @@ class HibariTTSService(TTSService):
             await self.push_error(error_msg=f"hibari could not synthesise [{text}]: {e}", exception=e)
         finally:
             await self.stop_ttfb_metrics()
+
+    async def cleanup(self):
+        """Drop audio prefetched for a draft the call ended before."""
+        await super().cleanup()
+        if self._speculative_audio is not None:
+            self._speculative_audio.discard("the call ended")
+
+    async def _audio_for(self, text: str) -> AsyncIterator[bytes]:
+        prefetched = self._speculative_audio.take(text) if self._speculative_audio else None
+        if prefetched is None:
+            async for chunk in self._pcm_chunks(text):
+                yield chunk
+            return
+        for chunk in await prefetched:
+            yield chunk
+
+    async def _prefetch_pcm(self, text: str) -> list[bytes]:
+        return [chunk async for chunk in self._pcm_chunks(text)]
 
     async def _pcm_chunks(self, text: str) -> AsyncIterator[bytes]:
         speed = assert_given(self._settings.speed)

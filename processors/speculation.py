@@ -30,7 +30,8 @@ The pieces:
   and a separate strategy would only learn of the turn end afterwards, when the aggregator has
   already run the second inference.
 - :class:`DraftAccountingMixin`: mixed into the LLM service, it sees each draft's frames
-  *before* the gate holds or drops them, so it can count what a discarded draft cost.
+  *before* the gate holds or drops them, so it can count what a discarded draft cost, and
+  show them to a ``SpeculativeAudioCache`` that synthesises a held draft's first chunk.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ from pipecat.frames.frames import (
 )
 from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.processors.frame_processor import FrameDirection
+from pipecat.turns.speculation_gate import SpeculationState
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_stop import EagerMatchPolicy, SpeechTimeoutUserTurnStopStrategy
 
 from processors.context_window import strip_fillers
+from processors.speculative_tts import SpeculativeAudioCache
 
 # --- text comparison -----------------------------------------------------------------------
 
@@ -680,16 +683,29 @@ class DraftAccountingMixin:
     time and first token, counts streamed chunks as completion tokens, estimates prompt
     tokens, and takes the server's usage when it reports one.
 
+    With ``speculative_audio`` it also shows every frame to that cache before the gate, so the
+    held draft's first chunk is synthesised while the turn is still open
+    (processors/speculative_tts.py).
+
     Example::
 
         class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService): ...
         llm = BriskLLMService(speculation_stats=stats, client=..., ...)
     """
 
-    def __init__(self, *args, speculation_stats: SpeculationStats | None = None, **kwargs):
-        """Args: speculation_stats: the stats the stop strategy records drafts in."""
+    def __init__(
+        self,
+        *args,
+        speculation_stats: SpeculationStats | None = None,
+        speculative_audio: SpeculativeAudioCache | None = None,
+        **kwargs,
+    ):
+        """Args: speculation_stats: the stats the stop strategy records drafts in;
+        speculative_audio: the cache the TTS service shares, to prefetch a held draft's audio.
+        """
         super().__init__(*args, **kwargs)
         self.speculation_stats = speculation_stats
+        self.speculative_audio = speculative_audio
         self._accounted: Draft | None = None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
@@ -718,6 +734,10 @@ class DraftAccountingMixin:
                         draft.usage_reported = True
             elif isinstance(frame, LLMFullResponseEndFrame):
                 self._accounted = None
+        if self.speculative_audio is not None:
+            # No await suspends between this look at the gate and its verdict on the frame.
+            holding = self._speculation_gate.state is SpeculationState.HOLDING
+            await self.speculative_audio.before_gate(frame, direction, holding=holding)
         await super().push_frame(frame, direction)
 
     def _estimate_prompt_tokens(self, frame: LLMContextFrame) -> int:
