@@ -23,6 +23,11 @@ the embedded LLM, when the server's turn record closes (the bot finished speakin
 unanswered when no audible bot audio comes within 20 s of the end of speech, or when what comes
 is not an LLM answer (the apology spoken after an LLM error); unanswered turns are counted per
 side and left out of the latency statistics.
+
+After the A/B turns one more call goes to the Brisk server: the caller talks over the bot again
+and again (``agent/bench_barge_in.py``), always with a scripted LLM whose answer is long; its
+stop and decision times, stale frames and backchannel false interruptions go under
+``brisk.barge_in`` in the JSON.
 """
 
 from __future__ import annotations
@@ -468,6 +473,10 @@ def format_table(result: dict) -> str:
                 f"cancelled {spec['cancelled']}, superseded {spec['superseded']}, hit rate {spec['hit_rate']}, "
                 f"wasted tokens {spec['wasted_prompt_tokens']} prompt + {spec['wasted_completion_tokens']} generated"
             )
+    if brisk.get("barge_in"):
+        from agent.bench_barge_in import format_barge_in
+
+        lines += ["", format_barge_in(brisk["barge_in"])]
     return "\n".join(lines)
 
 
@@ -564,6 +573,15 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
                     f"  heard {turn['user_text']!r}"
                 )
 
+        # After the A/B turns, so its load never overlaps a measured turn.
+        from agent.bench_barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
+
+        _log("bench: barge-in call (brisk, scripted LLM) ...")
+        barge_in = await run_barge_in(
+            config, runtime, interruptions=QUICK_INTERRUPTIONS if quick else FULL_INTERRUPTIONS,
+            ttft_s=ttft_ms / 1000, tokens_per_s=tokens_per_s, log=_log,
+        )
+
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     by_side = {f: [t for t in results if t["side"] == f] for f in FLAVORS}
     paired = {
@@ -579,7 +597,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
 
     return {
         "stock": summarize_side(by_side["stock"]),
-        "brisk": summarize_side(by_side["brisk"]),
+        "brisk": {**summarize_side(by_side["brisk"]), "barge_in": barge_in},
         "ratio": ratio,
         "turns": results,
         "machine": machine,
@@ -593,6 +611,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
             "quick": quick,
             "order": "per utterance, stock and brisk back to back, alternating which goes first",
             "warmup_calls_per_side": 1,
+            "barge_in": BARGE_IN_METHOD,
             "tts": config.tts_engine,
             "whisper_model": config.whisper_model,
             "vad": {

@@ -173,6 +173,32 @@ def test_llama_server_log_lines_give_requests_and_prompt_tokens(tmp_path):
     assert set(meter.since(mark).values()) == {None}
 
 
+def test_each_interruption_is_put_down_to_the_utterance_said_last_before_its_decision():
+    from agent.bench_barge_in import Spoken, measure
+    from agent.webrtc_client import ReceivedAudio
+    from processors.barge_in import BotTurn, Interruption
+
+    said = [Spoken("question", "q", 0.0, 1.0), Spoken("interjection", "wait", 10.0, 10.8),
+            Spoken("backchannel", "uh huh", 20.0, 20.4), Spoken("interjection", "stop", 22.0, 22.6)]
+    cut = Interruption(turn_id=1, phase="playback", decided_at=10.7, last_audio_out_at=10.71)
+    false = Interruption(turn_id=2, phase="playback", decided_at=20.5, last_audio_out_at=20.5)
+    turns = [BotTurn(1, "answer", first_audio_out_at=2.0), BotTurn(2, "answer", first_audio_out_at=12.0),
+             BotTurn(3, "answer", first_audio_out_at=21.5)]
+    loud, quiet = np.full(960, 3000, np.int16), np.zeros(960, np.int16)
+    # Turn 2 went out for the last time at 20.5 s: audible audio at 21.0 s, before turn 3 began, is stale.
+    received = [ReceivedAudio(10.72, loud, 48000), ReceivedAudio(11.0, quiet, 48000),
+                ReceivedAudio(21.0, loud, 48000), ReceivedAudio(21.6, loud, 48000)]
+
+    result = measure(said, [cut, false], turns, 2, received, ended_at=30.0, requested=2)
+
+    assert result["backchannel_false_interruptions"] == 1
+    assert result["interjections"] == 2 and result["interjections_missed"] == 1
+    assert result["decision_ms"]["p50"] == pytest.approx(700.0) and result["decision_ms"]["n"] == 1
+    assert result["stop_ms"]["p50"] == pytest.approx(10.0)
+    assert (result["stale_frames_server"], result["stale_frames_caller"], result["stale_frames"]) == (2, 1, 3)
+    assert result["per_backchannel"] == [{"text": "uh huh", "interrupted_on": [""]}]
+
+
 # -- the real thing ----------------------------------------------------------------------------
 
 
@@ -220,6 +246,17 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
         assert s["first_audio_out"] is None or s["first_audio_out"] <= t["v2v_ms"]
         assert t["llm"]["requests"] >= 1 and t["llm"]["completion_tokens"] >= 1
         assert t["cpu_s"]["agent"] > 0
+
+    barge_in = result["brisk"]["barge_in"]
+    assert "barge_in" not in result["stock"]
+    assert {"stop_ms", "decision_ms", "stale_frames", "backchannel_false_interruptions"} <= set(barge_in)
+    for key in ("stop_ms", "decision_ms"):
+        assert {"p50", "p95"} <= set(barge_in[key])
+        assert barge_in[key]["n"] >= 1 and 0 <= barge_in[key]["p50"] <= barge_in[key]["p95"]
+    assert barge_in["interjections"] == barge_in["interruptions_requested"] >= 3
+    assert barge_in["backchannels"] >= 3
+    assert barge_in["stale_frames"] == barge_in["stale_frames_server"] + barge_in["stale_frames_caller"]
+    assert "Barge-in" in run.stdout and "scripted" in barge_in["llm"]
 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result["processor_overhead"]["processors"]
