@@ -6,6 +6,8 @@ of the last 10 ms window whose level is within 40 dB of the clip's loudest windo
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 import wave
 from pathlib import Path
 
@@ -69,3 +71,24 @@ def find_speech_end(samples: np.ndarray, rate: int) -> float | None:
     """Seconds from the start of the clip to the true end of its last speech."""
     segments = speech_segments(samples, rate)
     return segments[-1][1] if segments else None
+
+
+def espeak_speech(text: str, voice: str = "en-us", words_per_minute: int = 160, rate: int = 16000) -> np.ndarray:
+    """espeak-ng speech as int16 at ``rate``, with espeak's own leading/trailing digital silence cut off,
+    so callers know exactly where speech starts and ends once they add silence of their own."""
+    with tempfile.TemporaryDirectory() as scratch:
+        raw_path = Path(scratch) / "espeak.wav"
+        subprocess.run(
+            ["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(raw_path), "--stdin"],
+            input=text.encode(),
+            check=True,
+            capture_output=True,
+        )
+        with wave.open(str(raw_path)) as raw:
+            espeak_rate = raw.getframerate()
+            spoken = np.frombuffer(raw.readframes(raw.getnframes()), dtype=np.int16)
+    voiced = np.flatnonzero(spoken)
+    if voiced.size == 0:
+        raise ValueError(f"espeak-ng produced no speech for {text!r} ({voice})")
+    spoken = spoken[voiced[0] : voiced[-1] + 1]
+    return soxr.resample(spoken, espeak_rate, rate, quality="VHQ").astype(np.int16)

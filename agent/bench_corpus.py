@@ -15,15 +15,12 @@ import hashlib
 import importlib.util
 import json
 import subprocess
-import tempfile
-import wave
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import soxr
 
-from agent.audio import find_speech_end, read_wav, write_wav
+from agent.audio import espeak_speech, find_speech_end, read_wav, write_wav
 
 SAMPLE_RATE = 16000
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "brisk" / "bench"
@@ -151,23 +148,7 @@ def arctic_a0009_path() -> Path:
 
 
 def _espeak(text: str, voice: str, wpm: int) -> np.ndarray:
-    """espeak-ng speech at 16 kHz with its own leading/trailing digital silence cut off."""
-    with tempfile.TemporaryDirectory() as scratch:
-        raw_path = Path(scratch) / "espeak.wav"
-        subprocess.run(
-            ["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw_path), "--stdin"],
-            input=text.encode(),
-            check=True,
-            capture_output=True,
-        )
-        with wave.open(str(raw_path)) as raw:
-            rate = raw.getframerate()
-            spoken = np.frombuffer(raw.readframes(raw.getnframes()), dtype=np.int16)
-    voiced = np.flatnonzero(spoken)
-    if voiced.size == 0:
-        raise ValueError(f"espeak-ng produced no speech for {text!r} ({voice})")
-    spoken = spoken[voiced[0] : voiced[-1] + 1]
-    return soxr.resample(spoken, rate, SAMPLE_RATE, quality="VHQ").astype(np.int16)
+    return espeak_speech(text, voice, wpm, SAMPLE_RATE)
 
 
 def _silence(seconds: float) -> np.ndarray:

@@ -6,7 +6,6 @@ not guessed by a VAD.
 """
 
 import re
-import subprocess
 import tempfile
 import wave
 from collections.abc import Sequence
@@ -16,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import soxr
 from pipecat.frames.frames import Frame, InputAudioRawFrame
+
+from agent.audio import espeak_speech
 from pipecat.tests.utils import SleepFrame
 
 SAMPLE_RATE = 16000
@@ -83,23 +84,7 @@ def synthesize_speech(
     if tail_silence < 0:
         raise ValueError("tail silence cannot be negative")
 
-    with tempfile.TemporaryDirectory() as scratch:
-        raw_path = Path(scratch) / "espeak.wav"
-        subprocess.run(
-            ["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(raw_path), "--stdin"],
-            input=text.encode(),
-            check=True,
-            capture_output=True,
-        )
-        with wave.open(str(raw_path)) as raw:
-            espeak_rate = raw.getframerate()
-            spoken = np.frombuffer(raw.readframes(raw.getnframes()), dtype=np.int16)
-
-    voiced = np.flatnonzero(spoken)
-    if voiced.size == 0:
-        raise ValueError(f"espeak-ng produced no speech for {text!r}")
-    spoken = spoken[voiced[0] : voiced[-1] + 1]
-    speech = soxr.resample(spoken, espeak_rate, SAMPLE_RATE, quality="VHQ")
+    speech = espeak_speech(text, voice, words_per_minute, SAMPLE_RATE)
 
     lead = np.zeros(round(lead_silence * SAMPLE_RATE), dtype=np.int16)
     tail = np.zeros(round(tail_silence * SAMPLE_RATE), dtype=np.int16)
