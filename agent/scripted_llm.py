@@ -95,8 +95,8 @@ class ScriptedLLM:
                 if record.first_token_at is None:
                     record.first_token_at = time.monotonic()
                 record.tokens_sent += 1
-                yield _sse(completion_id, {"content": token})
-            yield _sse(completion_id, {}, finish_reason="stop")
+                yield sse_chunk(completion_id, {"content": token})
+            yield sse_chunk(completion_id, {}, finish_reason="stop")
             yield "data: [DONE]\n\n"
             record.completed = True
         except asyncio.CancelledError:
@@ -104,12 +104,13 @@ class ScriptedLLM:
             raise
 
 
-def _sse(completion_id: str, delta: dict, finish_reason: str | None = None) -> str:
+def sse_chunk(completion_id: str, delta: dict, finish_reason: str | None = None, model: str = "scripted") -> str:
+    """One OpenAI ``chat.completion.chunk`` as a server-sent event."""
     chunk = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": "scripted",
+        "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
     return f"data: {json.dumps(chunk)}\n\n"

@@ -10,25 +10,17 @@ way real servers stream them); once the tool result is in the messages it stream
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from dataclasses import dataclass
 
 from fastapi import Request
 
-from agent.scripted_llm import RecordedRequest, ScriptedLLM
+from agent.scripted_llm import RecordedRequest, ScriptedLLM, sse_chunk
 
 
 def _chunk(completion_id: str, delta: dict, finish_reason: str | None = None) -> str:
-    body = {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": "scripted-tools",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
-    return f"data: {json.dumps(body)}\n\n"
+    return sse_chunk(completion_id, delta, finish_reason, model="scripted-tools")
 
 
 @dataclass
