@@ -358,15 +358,20 @@ class LatencyObserver(BaseObserver):
 
     # -- observer callbacks ------------------------------------------------------------------
 
+    def _kind_of(self, frame) -> int:
+        """The frame class's kind bits, computed once per class (this runs for every frame)."""
+        kind = self._kinds.get(frame.__class__)
+        if kind is None:
+            kind = self._kinds[frame.__class__] = _frame_kind(frame.__class__)
+        return kind
+
     async def on_process_frame(self, data: FrameProcessed):
         """Note a frame entering a processor."""
         ts = data.timestamp
         if not ts:
             return  # the pipeline clock has not started
         frame = data.frame
-        kind = self._kinds.get(frame.__class__)
-        if kind is None:
-            kind = self._kinds[frame.__class__] = _frame_kind(frame.__class__)
+        kind = self._kind_of(frame)
         processor = data.processor
         track = self._tracks.get(processor.id) or self._new_track(processor)
         downstream = data.direction is FrameDirection.DOWNSTREAM
@@ -393,9 +398,7 @@ class LatencyObserver(BaseObserver):
         if not ts:
             return
         frame = data.frame
-        kind = self._kinds.get(frame.__class__)
-        if kind is None:
-            kind = self._kinds[frame.__class__] = _frame_kind(frame.__class__)
+        kind = self._kind_of(frame)
         source = data.source
         track = self._tracks.get(source.id) or self._new_track(source)
         downstream = data.direction is FrameDirection.DOWNSTREAM
