@@ -28,6 +28,11 @@ After the A/B turns one more call goes to the Brisk server: the caller talks ove
 and again (``agent/bench_barge_in.py``), always with a scripted LLM whose answer is long; its
 stop and decision times, stale frames and backchannel false interruptions go under
 ``brisk.barge_in`` in the JSON.
+
+Then, without calls, two sections that measure pieces apart: per-processor overhead
+(``agent/bench_overhead.py``, ``processor_overhead`` in the JSON) and the phone path's front end,
+the same utterances through the VAD and streaming STT as 16 kHz PCM and as 8 kHz mu-law
+(``agent/bench_phone.py``, ``phone`` in the JSON).
 """
 
 from __future__ import annotations
@@ -686,6 +691,13 @@ def main(argv: list[str]) -> int:
     result["processor_overhead"] = asyncio.run(measure(frames=500 if args.quick else 2000))
     print()
     print(format_overhead(result["processor_overhead"]))
+    # The phone path's front end (VAD + STT at 8 kHz mu-law vs 16 kHz), on the same utterances.
+    from agent.bench_phone import format_phone
+    from agent.bench_phone import measure as measure_phone
+
+    result["phone"] = asyncio.run(measure_phone(select(args.turns, args.quick)))
+    print()
+    print(format_phone(result["phone"]))
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(result, indent=2))

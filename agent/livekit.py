@@ -40,12 +40,11 @@ from livekit import api
 from livekit.protocol import agent as agent_pb
 from livekit.protocol import models as models_pb
 from loguru import logger
-from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
 from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Call, Flavor, Resources, build_call
+from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
 from agent.runtime import Runtime
 
 TOKEN_PATH = "/api/livekit/token"
@@ -428,22 +427,6 @@ class LiveKitWorker:
 
 
 # -- Brisk in a room -----------------------------------------------------------------------
-
-
-def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
-    return LiveKitTransport(
-        url=url,
-        token=token,
-        room_name=room,
-        params=LiveKitParams(
-            audio_in_enabled=True,
-            audio_in_sample_rate=INPUT_SAMPLE_RATE,
-            audio_out_enabled=True,
-            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
-            # One mixed stream for the one VAD and STT (immediate with a single caller).
-            audio_in_user_tracks=False,
-        ),
-    )
 
 
 async def run_room(

@@ -1,4 +1,4 @@
-"""The one place where processors are chosen and wired, for any transport.
+"""The one place where processors are chosen and wired, and where each transport is made.
 
 ``build_call`` assembles a call's pipeline from the config and the process-wide
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
@@ -8,6 +8,10 @@ a stock pipecat pipeline on the same models — the baseline every benchmark com
                       -> context window -> prefix warmer (brisk) -> LLM -> sentence chunker (brisk)
                       -> TTS -> transport.output() -> assistant aggregator
                                                      (observer: processors/latency.py)
+
+Transports: ``webrtc_transport`` (browsers, pipecat's SmallWebRTC), ``phone_transport`` (Twilio
+Media Streams over pipecat's FastAPI WebSocket, 8 kHz both ways) and ``livekit_transport``
+(pipecat's ``LiveKitTransport`` in one room); the server and the LiveKit worker pick one per call.
 
 Brisk's flavor adds barge-in (processors/barge_in.py): its user turn start strategy decides when
 speech over the bot interrupts it, a tagger right after the LLM numbers bot turns, a gate before
@@ -35,7 +39,12 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.transports.base_transport import BaseTransport
+from pipecat.serializers.base_serializer import FrameSerializer
+from pipecat.transports.base_transport import BaseTransport, TransportParams
+from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
+from pipecat.transports.smallwebrtc.connection import SmallWebRTCConnection
+from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
@@ -60,6 +69,57 @@ Flavor = Literal["brisk", "stock"]
 # Hibari speaks at 24 kHz; the pipeline's output runs at the voice's own rate so nothing resamples.
 OUTPUT_SAMPLE_RATE = 24000
 INPUT_SAMPLE_RATE = 16000
+# Twilio Media Streams carry 8 kHz mu-law; the pipeline takes it at that rate (no resampler).
+TWILIO_SAMPLE_RATE = 8000
+
+
+def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
+    """A browser's (or aiortc caller's) WebRTC peer connection."""
+    return SmallWebRTCTransport(
+        webrtc_connection=connection,
+        params=TransportParams(
+            audio_in_enabled=True,
+            audio_in_sample_rate=INPUT_SAMPLE_RATE,
+            audio_out_enabled=True,
+            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
+            # On an interruption the chunk being written still plays out: 20 ms chunks instead of
+            # pipecat's 40 halve that tail (decision -> last audio out P95 88 -> 20 ms here).
+            audio_out_10ms_chunks=2,
+        ),
+    )
+
+
+def phone_transport(websocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
+    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/twilio.py's serializer)."""
+    return FastAPIWebsocketTransport(
+        websocket=websocket,
+        params=FastAPIWebsocketParams(
+            audio_in_enabled=True,
+            audio_in_sample_rate=TWILIO_SAMPLE_RATE,
+            audio_out_enabled=True,
+            audio_out_sample_rate=TWILIO_SAMPLE_RATE,
+            serializer=serializer,
+            # Twilio sends no Origin; the stream is authenticated by its token instead.
+            allowed_origins=[],
+        ),
+    )
+
+
+def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
+    """Brisk as a participant of one LiveKit room (agent/livekit.py's worker mints the token)."""
+    return LiveKitTransport(
+        url=url,
+        token=token,
+        room_name=room,
+        params=LiveKitParams(
+            audio_in_enabled=True,
+            audio_in_sample_rate=INPUT_SAMPLE_RATE,
+            audio_out_enabled=True,
+            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
+            # One mixed stream for the one VAD and STT (immediate with a single caller).
+            audio_in_user_tracks=False,
+        ),
+    )
 
 
 @dataclass

@@ -20,7 +20,6 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
-from pipecat.transports.base_transport import TransportParams
 from pipecat.transports.smallwebrtc.connection import IceServer, SmallWebRTCConnection
 from pipecat.transports.smallwebrtc.request_handler import (
     IceCandidate,
@@ -28,32 +27,16 @@ from pipecat.transports.smallwebrtc.request_handler import (
     SmallWebRTCRequest,
     SmallWebRTCRequestHandler,
 )
-from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
 from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
 from agent.livekit import token_router
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
+from agent.pipeline import Flavor, build_call, webrtc_transport
 from agent.runtime import Runtime
 from agent.twilio import TwilioPhone
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-
-
-def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
-    return SmallWebRTCTransport(
-        webrtc_connection=connection,
-        params=TransportParams(
-            audio_in_enabled=True,
-            audio_in_sample_rate=INPUT_SAMPLE_RATE,
-            audio_out_enabled=True,
-            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
-            # On an interruption the chunk being written still plays out: 20 ms chunks instead of
-            # pipecat's 40 halve that tail (decision -> last audio out P95 88 -> 20 ms here).
-            audio_out_10ms_chunks=2,
-        ),
-    )
 
 
 class CallManager:

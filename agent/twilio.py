@@ -35,13 +35,11 @@ from fastapi.responses import Response
 from loguru import logger
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from pipecat.workers.runner import WorkerRunner
 
-from agent.pipeline import Call, Flavor, build_call
+from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call, phone_transport
 from agent.runtime import Runtime
 
-TWILIO_SAMPLE_RATE = 8000
 VOICE_PATH = "/twilio/voice"
 STREAM_PATH = "/ws/twilio"
 # Twilio sends "connected" and "start" right after the handshake.
@@ -212,21 +210,6 @@ class PhoneCall:
         self.marks_sent[name] = time.monotonic()
         message = {"event": "mark", "streamSid": self.start.stream_sid, "mark": {"name": name}}
         await self.call.worker.queue_frame(OutputTransportMessageUrgentFrame(message=message))
-
-
-def phone_transport(websocket: WebSocket, serializer: TwilioStreamSerializer) -> FastAPIWebsocketTransport:
-    return FastAPIWebsocketTransport(
-        websocket=websocket,
-        params=FastAPIWebsocketParams(
-            audio_in_enabled=True,
-            audio_in_sample_rate=TWILIO_SAMPLE_RATE,
-            audio_out_enabled=True,
-            audio_out_sample_rate=TWILIO_SAMPLE_RATE,
-            serializer=serializer,
-            # Twilio sends no Origin; the stream is authenticated by its token instead.
-            allowed_origins=[],
-        ),
-    )
 
 
 class TwilioPhone:

@@ -1,8 +1,10 @@
 """Streaming Whisper STT: partial transcripts while the user speaks, one final per utterance.
 
-Consumes ``InputAudioRawFrame`` (any sample rate; resampled to 16 kHz with pipecat's soxr
-stream resampler) and the ``VADUserStartedSpeakingFrame`` / ``VADUserStoppedSpeakingFrame``
-pushed by pipecat's ``VADProcessor`` upstream. All input frames pass through.
+Consumes ``InputAudioRawFrame`` at any sample rate and the ``VADUserStartedSpeakingFrame`` /
+``VADUserStoppedSpeakingFrame`` pushed by pipecat's ``VADProcessor`` upstream. All input frames
+pass through. Audio is kept at its input rate and each transcription's clip is resampled to
+Whisper's 16 kHz in one shot (soxr), so telephony audio at 8 kHz reaches a partial the moment it
+arrives: a stream resampler would hold back up to ~95 ms of it.
 
 Emits ``PartialTranscriptionFrame`` every ``partial_interval_s`` while the user speaks (at most
 one transcription in flight, always of the newest audio of the current utterance only), and one
@@ -23,12 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import soxr
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import get_suppressed_tokens
 from loguru import logger
-from pipecat.audio.resamplers.base_audio_resampler import BaseAudioResampler
-from pipecat.audio.utils import create_stream_resampler
 from pipecat.frames.frames import (
     CancelFrame,
     EndFrame,
@@ -263,10 +264,11 @@ class _Partial:
 
 
 class _Utterance:
-    """Audio of one VAD start..stop, at 16 kHz, positioned on the input stream."""
+    """Audio of one VAD start..stop at the input rate, positioned on the input stream."""
 
-    def __init__(self, utterance_id: int, start_sample: int, preroll: bytes):
+    def __init__(self, utterance_id: int, start_sample: int, preroll: bytes, sample_rate: int):
         self.id = utterance_id
+        self.sample_rate = sample_rate
         self.start_sample = start_sample
         self.audio = bytearray(preroll)
         self.ended = False
@@ -278,8 +280,17 @@ class _Utterance:
     def end_sample(self) -> int:
         return self.start_sample + len(self.audio) // 2
 
+    def seconds(self, sample: int) -> float:
+        return sample / self.sample_rate
+
     def samples(self) -> np.ndarray:
-        return np.frombuffer(bytes(self.audio), dtype=np.int16).astype(np.float32) / 32768.0
+        """The audio so far as Whisper takes it: float32 at 16 kHz."""
+        audio = np.frombuffer(bytes(self.audio), dtype=np.int16).astype(np.float32) / 32768.0
+        if self.sample_rate == SAMPLE_RATE:
+            return audio
+        # One shot over the whole clip: nothing held back, and soxr's best quality costs ~5 ms
+        # for 15 s of 8 kHz audio.
+        return soxr.resample(audio, self.sample_rate, SAMPLE_RATE, quality="VHQ")
 
 
 class StreamingWhisperSTTService(STTService):
@@ -315,16 +326,13 @@ class StreamingWhisperSTTService(STTService):
         super().__init__(**kwargs)
         self._engine = engine
         self._partial_interval_s = partial_interval_s
-        self._preroll_bytes = round(preroll_s * SAMPLE_RATE) * 2
+        self._preroll_s = preroll_s
         self._reuse_covering_partial = reuse_covering_partial
         self.partial_stats = PartialStats()
 
-        self._input_rate = SAMPLE_RATE
-        self._resampler: BaseAudioResampler | None = None
-        self._resampler_rate = 0
-        # Input-stream clock. The 16 kHz buffer lags it by what the resampler holds back
-        # (~50 ms from 8 kHz), but sample i of the buffer is still input time i / 16000.
-        self._input_s = 0.0
+        # The stream's rate is the first frame's; _frame_rate is the frame being processed.
+        self._stream_rate: int | None = None
+        self._frame_rate = SAMPLE_RATE
         self._stream_samples = 0
         self._preroll = bytearray()
         self._utterance: _Utterance | None = None
@@ -354,18 +362,28 @@ class StreamingWhisperSTTService(STTService):
 
     async def process_audio_frame(self, frame: InputAudioRawFrame, direction: FrameDirection):
         """Note the frame's own sample rate: telephony audio may arrive at 8 kHz."""
-        self._input_rate = frame.sample_rate
+        self._frame_rate = frame.sample_rate
         await super().process_audio_frame(frame, direction)
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame | None, None]:
         """Append input audio to the stream; transcripts are pushed by background tasks."""
-        self._input_s += len(audio) / 2 / self._input_rate
-        pcm = await self._resample(audio, self._input_rate)
-        self._stream_samples += len(pcm) // 2
-        self._preroll += pcm
-        del self._preroll[: max(0, len(self._preroll) - self._preroll_bytes)]
+        rate = self._frame_rate
+        if self._stream_rate is None:
+            self._stream_rate = rate
+        elif rate != self._stream_rate:
+            # Transports send one rate per call; a stray frame at another one is converted
+            # rather than dropped, so the stream clock stays whole.
+            logger.warning(
+                f"{self}: {rate} Hz audio in a {self._stream_rate} Hz stream; resampling it"
+            )
+            samples = np.frombuffer(audio, dtype=np.int16)
+            audio = soxr.resample(samples, rate, self._stream_rate, quality="VHQ").tobytes()
+        self._stream_samples += len(audio) // 2
+        self._preroll += audio
+        preroll_bytes = round(self._preroll_s * self._stream_rate) * 2
+        del self._preroll[: max(0, len(self._preroll) - preroll_bytes)]
         if self._utterance is not None:
-            self._utterance.audio += pcm
+            self._utterance.audio += audio
         yield None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
@@ -376,22 +394,17 @@ class StreamingWhisperSTTService(STTService):
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             await self._end_utterance(frame.stop_secs)
 
-    async def _resample(self, audio: bytes, rate: int) -> bytes:
-        if rate == SAMPLE_RATE:
-            return audio
-        if self._resampler is None or self._resampler_rate != rate:
-            # Never cleared on gaps: a clear drops the held-back samples and the buffer would
-            # drift from the input clock.
-            self._resampler = create_stream_resampler(clear_after_secs=None)
-            self._resampler_rate = rate
-        return await self._resampler.resample(audio, rate, SAMPLE_RATE)
-
     def _begin_utterance(self):
         if self._utterance is not None:
             return
         self._utterance_count += 1
         start_sample = self._stream_samples - len(self._preroll) // 2
-        utterance = _Utterance(self._utterance_count, start_sample, bytes(self._preroll))
+        utterance = _Utterance(
+            self._utterance_count,
+            start_sample,
+            bytes(self._preroll),
+            self._stream_rate or self._frame_rate,
+        )
         self._utterance = utterance
         self._partial_loop_task = self.create_task(
             self._partial_loop(utterance), name=f"partials-{utterance.id}"
@@ -405,8 +418,10 @@ class StreamingWhisperSTTService(STTService):
         utterance.ended = True
         await self._stop_partials()
         # The VAD fires stop_secs after the speech ended.
-        speech_end_s = self._input_s - stop_secs
-        speech_end = max(utterance.start_sample, round(speech_end_s * SAMPLE_RATE))
+        speech_end = max(
+            utterance.start_sample,
+            self._stream_samples - round(stop_secs * utterance.sample_rate),
+        )
         if utterance.job is None and self._covers(utterance.last_partial, speech_end):
             await self._push_final(utterance, utterance.last_partial, reused=True)
             return
@@ -469,8 +484,8 @@ class StreamingWhisperSTTService(STTService):
         self.partial_stats.jobs.append(
             PartialJob(
                 utterance_id=utterance.id,
-                audio_start_s=utterance.start_sample / SAMPLE_RATE,
-                audio_end_s=end_sample / SAMPLE_RATE,
+                audio_start_s=utterance.seconds(utterance.start_sample),
+                audio_end_s=utterance.seconds(end_sample),
                 duration_s=time.monotonic() - started,
                 text=text,
             )
@@ -486,8 +501,8 @@ class StreamingWhisperSTTService(STTService):
                     language=Language(self._engine.language),
                     result=result,
                     utterance_id=utterance.id,
-                    audio_start_s=utterance.start_sample / SAMPLE_RATE,
-                    audio_end_s=end_sample / SAMPLE_RATE,
+                    audio_start_s=utterance.seconds(utterance.start_sample),
+                    audio_end_s=utterance.seconds(end_sample),
                 )
             )
 
@@ -534,8 +549,8 @@ class StreamingWhisperSTTService(STTService):
                 result=source.result,
                 finalized=True,
                 utterance_id=utterance.id,
-                audio_start_s=utterance.start_sample / SAMPLE_RATE,
-                audio_end_s=source.end_sample / SAMPLE_RATE,
+                audio_start_s=utterance.seconds(utterance.start_sample),
+                audio_end_s=utterance.seconds(source.end_sample),
                 reused_partial=reused,
             )
         )

@@ -260,3 +260,15 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result["processor_overhead"]["processors"]
+
+    phone = result["phone"]
+    assert "Phone path" in run.stdout
+    for path, rate in (("web_16k", 16000), ("phone_8k_ulaw", 8000)):
+        row = phone[path]
+        assert row["sample_rate"] == rate and len(row["turns"]) == 2
+        assert row["first_partial_ms"]["n"] >= 1 and row["first_partial_ms"]["p50"] > 0
+        # Nothing buffers audio inside the STT at either rate: every partial starts on all of it
+        # but at most the one 20 ms frame in transit (a stream resampler held back up to 111).
+        assert row["held_back_ms"]["n"] >= 1 and row["held_back_ms"]["max"] <= 20.0
+        assert 0 <= row["final_wer"] <= 1
+    assert set(phone["whole_clip_wer"]) == {"16k_pcm", "8k_pcm", "8k_ulaw"}

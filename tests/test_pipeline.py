@@ -12,7 +12,7 @@ from pipecat.transports.base_transport import TransportParams
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 
 from agent.config import load_config
-from agent.pipeline import Resources, build_call, make_turn_strategies
+from agent.pipeline import Resources, build_call, livekit_transport, make_turn_strategies
 from processors.context_window import ContextWindow
 from processors.espeak_tts import EspeakTTSService
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
@@ -99,3 +99,13 @@ def test_brisk_vad_uses_the_configured_parameters(resources):
     analyzer = vad._vad_controller._vad_analyzer
     assert isinstance(analyzer, SileroVADAnalyzer)
     assert analyzer.params.stop_secs == resources.config.vad_stop_secs
+
+
+def test_a_livekit_room_is_joined_at_the_pipelines_rates_with_one_mixed_input():
+    transport = livekit_transport("wss://livekit.invalid", "token", "support-42")
+
+    params = transport._params
+    assert (params.audio_in_sample_rate, params.audio_out_sample_rate) == (16000, 24000)
+    assert params.audio_in_enabled and params.audio_out_enabled
+    assert not params.audio_in_user_tracks
+    assert transport._client._room_name == "support-42"

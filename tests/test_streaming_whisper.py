@@ -46,8 +46,8 @@ def vad_events(speech_start_s: float, speech_end_s: float) -> list:
     ]
 
 
-def silence(seconds: float) -> bytes:
-    return bytes(round(seconds * SAMPLE_RATE) * 2)
+def silence(seconds: float, sample_rate: int = SAMPLE_RATE) -> bytes:
+    return bytes(round(seconds * sample_rate) * 2)
 
 
 def of_type(frames, frame_type) -> list:
@@ -142,13 +142,20 @@ class AudioArrivals(BaseObserver):
         return max((seconds for at, seconds in self.arrivals if at <= moment), default=0.0)
 
 
-async def test_partial_jobs_never_overlap_and_always_take_the_newest_audio():
+# At 8 kHz (telephony) too: no resampler holds audio back, so a partial is never late for it.
+@pytest.mark.parametrize("sample_rate", [SAMPLE_RATE, 8000])
+async def test_partial_jobs_never_overlap_and_always_take_the_newest_audio(sample_rate):
     fake = SlowWhisperEngine(delay_s=0.15, clock=lambda: stt.get_clock().get_time() / 1e9)
     stt = fake_stt(fake, partial_interval_s=0.02)
     arrivals = AudioArrivals(stt)
-    frames = paced_frames(silence(2.2), SAMPLE_RATE, events=vad_events(0.5, 1.8))
+    frames = paced_frames(silence(2.2, sample_rate), sample_rate, events=vad_events(0.5, 1.8))
 
-    down, _ = await run_test(stt, frames_to_send=frames, observers=[arrivals])
+    down, _ = await run_test(
+        stt,
+        frames_to_send=frames,
+        observers=[arrivals],
+        pipeline_params=PipelineParams(audio_in_sample_rate=sample_rate),
+    )
 
     assert fake.max_in_flight == 1
     partial_calls = fake.calls[:-1]  # the last call transcribes the final
@@ -167,6 +174,25 @@ async def test_partial_jobs_never_overlap_and_always_take_the_newest_audio():
     for partial in partials:
         samples = round((partial.audio_end_s - partial.audio_start_s) * SAMPLE_RATE)
         assert partial.text == fake.text_for(samples)
+
+
+async def test_a_stray_frame_at_another_rate_is_converted_and_keeps_the_stream_clock():
+    fake = SlowWhisperEngine(delay_s=0.01)
+    stt = fake_stt(fake, partial_interval_s=0.05, reuse_covering_partial=False)
+    frames = paced_frames(silence(1.0, 8000), 8000, speed=4.0, events=vad_events(0.3, 0.8)[:1])
+    frames.append(InputAudioRawFrame(audio=silence(0.2), sample_rate=SAMPLE_RATE, num_channels=1))
+    frames += [VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(
+        stt, frames_to_send=frames, pipeline_params=PipelineParams(audio_in_sample_rate=8000)
+    )
+
+    finals = of_type(down, FinalTranscriptionFrame)
+    assert len(finals) == 1
+    # 1.0 s at 8 kHz plus 0.2 s at 16 kHz: 1.2 s of stream, all of it since the pre-roll.
+    assert finals[0].audio_end_s == pytest.approx(1.2)
+    utterance_start = 0.3 + START_SECS - PREROLL_S
+    assert fake.calls[-1].audio_seconds == pytest.approx(1.2 - utterance_start)
 
 
 async def test_a_partial_covering_the_speech_end_becomes_the_final_without_another_transcription():
