@@ -7,8 +7,9 @@
                          Out: media, mark (after each complete answer), clear (on barge-in).
 
 The pipeline runs at 8 kHz in: pipecat's ``TwilioFrameSerializer`` then decodes each media
-event into one 20 ms frame and the VAD sees it at once, instead of waiting ~95 ms for the soxr
-stream resampler (8 -> 16 kHz) to release a burst. Output is resampled once, 24 -> 8 kHz, by
+event into one 20 ms frame that the VAD sees at once and the STT buffers as is (it resamples
+each transcription's clip in one shot), instead of waiting for a soxr stream resampler
+(8 -> 16 kHz) to release a burst of ~95 ms. Output is resampled once, 24 -> 8 kHz, by
 the output transport, which flushes the resampler's tail at the end of each answer.
 
 When an auth token is configured every webhook must carry a valid ``X-Twilio-Signature``

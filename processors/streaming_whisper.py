@@ -4,7 +4,8 @@ Consumes ``InputAudioRawFrame`` at any sample rate and the ``VADUserStartedSpeak
 ``VADUserStoppedSpeakingFrame`` pushed by pipecat's ``VADProcessor`` upstream. All input frames
 pass through. Audio is kept at its input rate and each transcription's clip is resampled to
 Whisper's 16 kHz in one shot (soxr), so telephony audio at 8 kHz reaches a partial the moment it
-arrives: a stream resampler would hold back up to ~95 ms of it.
+arrives: a stream resampler held back 65 ms of it at the median, 111 ms at most
+(``python -m agent.bench_phone``).
 
 Emits ``PartialTranscriptionFrame`` every ``partial_interval_s`` while the user speaks (at most
 one transcription in flight, always of the newest audio of the current utterance only), and one

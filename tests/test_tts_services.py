@@ -25,6 +25,7 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 from processors.espeak_tts import ESPEAK_SAMPLE_RATE, EspeakTTSService, EspeakTTSSettings
 from processors.hibari_tts import SAMPLE_RATE, HibariTTSService, load_voice
+from tests.fakes.hibari_voices import FailingVoice, GatedVoice
 
 SENTENCE = "The library opens at ten in the morning."
 LONG_TEXT = (
@@ -64,44 +65,6 @@ def assert_spoken_in_order(frames, sample_rate, max_frame_s=0.04):
     assert {f.num_channels for f in audio} == {1}
     assert max(len(f.audio) for f in audio) <= int(sample_rate * max_frame_s) * 2
     assert rms(audio) > 300
-
-
-class GatedVoice:
-    """The real hibari voice, except that sentence number `hold_at` waits for `gate` first."""
-
-    def __init__(self, hold_at: int, gate: threading.Event):
-        self._voice = load_voice()
-        self._hold_at = hold_at
-        self._gate = gate
-        self.sentences_started = 0
-        self.gate_opened: bool | None = None
-
-    def phonemize(self, text):
-        return self._voice.phonemize(text)
-
-    def from_phonemes(self, phonemes, speed=1.0):
-        self.sentences_started += 1
-        if self.sentences_started - 1 == self._hold_at:
-            self.gate_opened = self._gate.wait(timeout=30)
-        return self._voice.from_phonemes(phonemes, speed)
-
-
-class FailingVoice:
-    """The real hibari voice, except that sentence number `fail_at` raises."""
-
-    def __init__(self, fail_at: int):
-        self._voice = load_voice()
-        self._fail_at = fail_at
-        self._sentences = 0
-
-    def phonemize(self, text):
-        return self._voice.phonemize(text)
-
-    def from_phonemes(self, phonemes, speed=1.0):
-        self._sentences += 1
-        if self._sentences - 1 == self._fail_at:
-            raise RuntimeError("synthesis blew up")
-        return self._voice.from_phonemes(phonemes, speed)
 
 
 class OpenGateOnPush(BaseObserver):
