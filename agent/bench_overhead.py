@@ -31,8 +31,9 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from pipecat.frames.frames import (
@@ -57,6 +58,7 @@ from pipecat.workers.runner import WorkerRunner
 from processors.latency import LatencyObserver
 from processors.streaming_whisper import SAMPLE_RATE, WhisperResult
 
+T = TypeVar("T")
 FRAME_MS = 20
 DEFAULT_FRAMES = 2000
 DEFAULT_REPEATS = 3
@@ -99,14 +101,14 @@ def _audio_frames(n: int) -> list[Frame]:
     return [InputAudioRawFrame(audio=chunk, sample_rate=SAMPLE_RATE, num_channels=1) for _ in range(n)]
 
 
-async def time_through(processor: FrameProcessor, frames: list[Frame], count_type: type,
-                       *, lead: list[Frame] = (), observers: list | None = None) -> float:
-    """Seconds from queueing the first of ``frames`` to the last one reaching the sink."""
-    expected = sum(isinstance(f, count_type) for f in frames)
-    sink = _CountingSink(count_type, expected)
+async def feed_pipeline(processors: list[FrameProcessor], feed: Callable[[PipelineWorker], Awaitable[T]],
+                        *, sample_rate: int = SAMPLE_RATE, observers: list | None = None) -> T:
+    """Run ``processors`` as a pipeline of their own (no transport) while ``feed(worker)`` queues
+    frames into it once it has started; returns what ``feed`` returns, after the pipeline ended.
+    ``feed`` must end the pipeline (queue an ``EndFrame``); if it fails the pipeline is cancelled."""
     worker = PipelineWorker(
-        Pipeline([processor, sink]),
-        params=PipelineParams(audio_in_sample_rate=SAMPLE_RATE),
+        Pipeline(processors),
+        params=PipelineParams(audio_in_sample_rate=sample_rate),
         observers=observers or [],
         cancel_on_idle_timeout=False,
         idle_timeout_secs=None,
@@ -117,8 +119,26 @@ async def time_through(processor: FrameProcessor, frames: list[Frame], count_typ
     async def _on_started(_worker, _frame):
         started.set()
 
-    async def feed() -> float:
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    running = asyncio.create_task(runner.run())
+    try:
         await asyncio.wait_for(started.wait(), timeout=30)
+        return await feed(worker)
+    except BaseException:
+        await worker.cancel()
+        raise
+    finally:
+        await running
+
+
+async def time_through(processor: FrameProcessor, frames: list[Frame], count_type: type,
+                       *, lead: list[Frame] = (), observers: list | None = None) -> float:
+    """Seconds from queueing the first of ``frames`` to the last one reaching the sink."""
+    expected = sum(isinstance(f, count_type) for f in frames)
+    sink = _CountingSink(count_type, expected)
+
+    async def feed(worker: PipelineWorker) -> float:
         for frame in lead:
             await worker.queue_frame(frame)
         t0 = time.perf_counter()
@@ -134,16 +154,7 @@ async def time_through(processor: FrameProcessor, frames: list[Frame], count_typ
         await worker.queue_frame(EndFrame())
         return sink.done_at - t0
 
-    runner = WorkerRunner(handle_sigint=False)
-    await runner.add_workers(worker)
-    running = asyncio.create_task(runner.run())
-    try:
-        return await feed()
-    except BaseException:
-        await worker.cancel()
-        raise
-    finally:
-        await running
+    return await feed_pipeline([processor, sink], feed, observers=observers)
 
 
 class _BareTransport:

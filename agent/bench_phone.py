@@ -39,18 +39,21 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed
-from pipecat.pipeline.pipeline import Pipeline
-from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.audio.vad_processor import VADProcessor
-from pipecat.workers.runner import WorkerRunner
 
 from agent.audio import speech_segments
 from agent.bench import _fmt, _stats, word_error_rate
 from agent.bench_corpus import Utterance, render, select
+from agent.bench_overhead import feed_pipeline
 from agent.config import BriskConfig, load_config
 from agent.pipeline import make_vad
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import StreamingWhisperSTTService, WhisperEngine, WhisperResult
+from processors.streaming_whisper import (
+    StreamingWhisperSTTService,
+    WhisperEngine,
+    WhisperResult,
+    whisper_input,
+)
 
 with warnings.catch_warnings():
     # Standard library G.711 until Python 3.13, which this project does not run on yet.
@@ -76,17 +79,12 @@ def phone_line(samples_16k: np.ndarray) -> np.ndarray:
     return np.frombuffer(audioop.ulaw2lin(ulaw, 2), dtype=np.int16)
 
 
-def _whisper_input(samples: np.ndarray, rate: int) -> np.ndarray:
-    audio = samples.astype(np.float32) / 32768.0
-    return audio if rate == 16000 else soxr.resample(audio, rate, 16000, quality="VHQ")
-
-
 def whole_clip_wer(clips: list, engine: WhisperEngine) -> dict:
     """Mean WER of one whole-clip transcription each: 16 kHz, 8 kHz PCM, 8 kHz mu-law."""
     conditions = {
-        "16k_pcm": lambda s: _whisper_input(s, 16000),
-        "8k_pcm": lambda s: _whisper_input(narrowband(s), 8000),
-        "8k_ulaw": lambda s: _whisper_input(phone_line(s), 8000),
+        "16k_pcm": lambda s: whisper_input(s, 16000),
+        "8k_pcm": lambda s: whisper_input(narrowband(s), 8000),
+        "8k_ulaw": lambda s: whisper_input(phone_line(s), 8000),
     }
     return {
         name: round(float(np.mean([
@@ -104,15 +102,18 @@ class _RecordingEngine:
         self._engine = engine
         self._clock = clock
         self.name, self.language = engine.name, engine.language
-        self.started_at: dict[int, float] = {}
-        self._results: list[WhisperResult] = []  # keeps ids unique for the run
+        # id(result) -> (start, result); holding the result keeps its id unique for the run.
+        self._calls: dict[int, tuple[float, WhisperResult]] = {}
 
     async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
         started = self._clock()
         result = await self._engine.transcribe_async(audio)
-        self._results.append(result)
-        self.started_at[id(result)] = started
+        self._calls[id(result)] = (started, result)
         return result
+
+    def started_at(self, result: WhisperResult) -> float:
+        """When the transcription that produced ``result`` began."""
+        return self._calls[id(result)][0]
 
 
 class _Timeline(BaseObserver):
@@ -163,21 +164,8 @@ async def _play(
         engine=recording, partial_interval_s=config.stt_partial_interval_secs
     )
     timeline = _Timeline(stt)
-    worker = PipelineWorker(
-        Pipeline([VADProcessor(vad_analyzer=make_vad(config, "brisk")), stt]),
-        params=PipelineParams(audio_in_sample_rate=rate),
-        observers=[timeline],
-        cancel_on_idle_timeout=False,
-        idle_timeout_secs=None,
-    )
-    started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _on_started(_worker, _frame):
-        started.set()
-
-    async def feed():
-        await asyncio.wait_for(started.wait(), timeout=30)
+    async def feed(worker):
         step = round(FRAME_S * rate)
         t0 = time.monotonic()
         for i, offset in enumerate(range(0, len(samples), step)):
@@ -188,23 +176,15 @@ async def _play(
             )
         await worker.queue_frame(EndFrame())
 
-    runner = WorkerRunner(handle_sigint=False)
-    await runner.add_workers(worker)
-    running = asyncio.create_task(runner.run())
-    try:
-        await feed()
-    except BaseException:
-        await worker.cancel()
-        raise
-    finally:
-        await running
+    vad = VADProcessor(vad_analyzer=make_vad(config, "brisk"))
+    await feed_pipeline([vad, stt], feed, sample_rate=rate, observers=[timeline])
     return timeline, recording
 
 
 def _turn(utterance: Utterance, onset_s: float, timeline: _Timeline, recording) -> dict:
     onset_at = timeline.reached(onset_s)
     held_back = [
-        round(1000 * (timeline.received_by(recording.started_at[id(p.result)]) - p.audio_end_s), 1)
+        round(1000 * (timeline.received_by(recording.started_at(p.result)) - p.audio_end_s), 1)
         + 0.0  # no "-0.0"
         for _, p in timeline.partials
     ]

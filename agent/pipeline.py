@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from fastapi import WebSocket
 from loguru import logger
 from openai import AsyncOpenAI
 from pipecat.audio.vad.silero import SileroVADAnalyzer
@@ -89,7 +90,7 @@ def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
     )
 
 
-def phone_transport(websocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
+def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
     """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/twilio.py's serializer)."""
     return FastAPIWebsocketTransport(
         websocket=websocket,

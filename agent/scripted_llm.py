@@ -83,10 +83,17 @@ class ScriptedLLM:
         return app
 
     async def _stream(self, record: RecordedRequest, answer: str, request: Request):
+        deltas = [{"content": token} for token in _tokens(answer)]
+        async for event in self.stream_deltas(record, deltas, "stop", request):
+            yield event
+
+    async def stream_deltas(self, record: RecordedRequest, deltas: list[dict], finish_reason: str,
+                            request: Request, model: str = "scripted"):
+        """SSE events for ``deltas``, one per token at the set TTFT and rate, then the finish."""
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         try:
             await asyncio.sleep(self.ttft_s)
-            for i, token in enumerate(_tokens(answer)):
+            for i, delta in enumerate(deltas):
                 if i:
                     await asyncio.sleep(1.0 / self.tokens_per_s)
                 if await request.is_disconnected():
@@ -95,8 +102,8 @@ class ScriptedLLM:
                 if record.first_token_at is None:
                     record.first_token_at = time.monotonic()
                 record.tokens_sent += 1
-                yield sse_chunk(completion_id, {"content": token})
-            yield sse_chunk(completion_id, {}, finish_reason="stop")
+                yield sse_chunk(completion_id, delta, model=model)
+            yield sse_chunk(completion_id, {}, finish_reason=finish_reason, model=model)
             yield "data: [DONE]\n\n"
             record.completed = True
         except asyncio.CancelledError:

@@ -24,6 +24,15 @@ FRAME_MS = 20
 AUDIBLE_RMS = 300.0
 
 
+def audio_frame(chunk: np.ndarray, sample_rate: int, pts: int) -> AudioFrame:
+    """One mono int16 frame for an aiortc audio track, stamped ``pts`` samples into the stream."""
+    frame = AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = sample_rate
+    frame.pts = pts
+    frame.time_base = fractions.Fraction(1, sample_rate)
+    return frame
+
+
 class WavMicrophone(MediaStreamTrack):
     """An audio track that plays int16 mono samples in real time, then silence (an open mic)."""
 
@@ -53,10 +62,7 @@ class WavMicrophone(MediaStreamTrack):
             if self._index >= len(self.samples):
                 self.finished.set()
             chunk = np.pad(chunk, (0, self.frame_samples - len(chunk)))
-        frame = AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = self.sample_rate
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, self.sample_rate)
+        frame = audio_frame(chunk, self.sample_rate, self._pts)
         self._pts += self.frame_samples
         return frame
 

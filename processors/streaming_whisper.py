@@ -61,6 +61,18 @@ LOG_PROB_THRESHOLD = -1.0
 MIN_WINDOW_FRAMES = 1000
 
 
+def whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
+    """int16 PCM at any rate as Whisper takes it: float32 in [-1, 1] at 16 kHz.
+
+    One shot over the whole clip: nothing held back (a stream resampler keeps a tail), and soxr's
+    best quality costs ~5 ms for 15 s of 8 kHz audio.
+    """
+    audio = pcm.astype(np.float32) / 32768.0
+    if sample_rate == SAMPLE_RATE:
+        return audio
+    return soxr.resample(audio, sample_rate, SAMPLE_RATE, quality="VHQ")
+
+
 @dataclass(frozen=True)
 class WhisperResult:
     """One transcription.
@@ -285,13 +297,8 @@ class _Utterance:
         return sample / self.sample_rate
 
     def samples(self) -> np.ndarray:
-        """The audio so far as Whisper takes it: float32 at 16 kHz."""
-        audio = np.frombuffer(bytes(self.audio), dtype=np.int16).astype(np.float32) / 32768.0
-        if self.sample_rate == SAMPLE_RATE:
-            return audio
-        # One shot over the whole clip: nothing held back, and soxr's best quality costs ~5 ms
-        # for 15 s of 8 kHz audio.
-        return soxr.resample(audio, self.sample_rate, SAMPLE_RATE, quality="VHQ")
+        """The audio so far as Whisper takes it."""
+        return whisper_input(np.frombuffer(self.audio, dtype=np.int16), self.sample_rate)
 
 
 class StreamingWhisperSTTService(STTService):
@@ -328,6 +335,7 @@ class StreamingWhisperSTTService(STTService):
         self._engine = engine
         self._partial_interval_s = partial_interval_s
         self._preroll_s = preroll_s
+        self._preroll_bytes = 0  # set with the stream's rate, by the first frame
         self._reuse_covering_partial = reuse_covering_partial
         self.partial_stats = PartialStats()
 
@@ -371,6 +379,7 @@ class StreamingWhisperSTTService(STTService):
         rate = self._frame_rate
         if self._stream_rate is None:
             self._stream_rate = rate
+            self._preroll_bytes = round(self._preroll_s * rate) * 2
         elif rate != self._stream_rate:
             # Transports send one rate per call; a stray frame at another one is converted
             # rather than dropped, so the stream clock stays whole.
@@ -381,8 +390,7 @@ class StreamingWhisperSTTService(STTService):
             audio = soxr.resample(samples, rate, self._stream_rate, quality="VHQ").tobytes()
         self._stream_samples += len(audio) // 2
         self._preroll += audio
-        preroll_bytes = round(self._preroll_s * self._stream_rate) * 2
-        del self._preroll[: max(0, len(self._preroll) - preroll_bytes)]
+        del self._preroll[: max(0, len(self._preroll) - self._preroll_bytes)]
         if self._utterance is not None:
             self._utterance.audio += audio
         yield None

@@ -6,13 +6,14 @@ is kept, so latencies are measured from the exact moment a given sample left the
 """
 
 import asyncio
-import fractions
 import time
 from collections import deque
 
 import numpy as np
 from aiortc import MediaStreamTrack
 from av import AudioFrame
+
+from agent.webrtc_client import audio_frame
 
 FRAME_MS = 20
 
@@ -72,9 +73,6 @@ class ScriptedMicrophone(MediaStreamTrack):
                 utterance.done.set()
                 if not self._pending:
                     self.finished.set()
-        frame = AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = self.sample_rate
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, self.sample_rate)
+        frame = audio_frame(chunk, self.sample_rate, self._pts)
         self._pts += self.frame_samples
         return frame

@@ -9,18 +9,12 @@ way real servers stream them); once the tool result is in the messages it stream
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from dataclasses import dataclass
 
 from fastapi import Request
 
-from agent.scripted_llm import RecordedRequest, ScriptedLLM, sse_chunk
-
-
-def _chunk(completion_id: str, delta: dict, finish_reason: str | None = None) -> str:
-    return sse_chunk(completion_id, delta, finish_reason, model="scripted-tools")
+from agent.scripted_llm import RecordedRequest, ScriptedLLM
 
 
 @dataclass
@@ -35,7 +29,6 @@ class ToolCallingLLM(ScriptedLLM):
             async for chunk in super()._stream(record, answer, request):
                 yield chunk
             return
-        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         call_id = f"call_{uuid.uuid4().hex[:8]}"
         half = len(self.arguments) // 2
         pieces = [
@@ -43,21 +36,6 @@ class ToolCallingLLM(ScriptedLLM):
             {"index": 0, "function": {"arguments": self.arguments[:half]}},
             {"index": 0, "function": {"arguments": self.arguments[half:]}},
         ]
-        try:
-            await asyncio.sleep(self.ttft_s)
-            for i, piece in enumerate(pieces):
-                if i:
-                    await asyncio.sleep(1.0 / self.tokens_per_s)
-                if await request.is_disconnected():
-                    record.disconnected = True
-                    return
-                if record.first_token_at is None:
-                    record.first_token_at = time.monotonic()
-                record.tokens_sent += 1
-                yield _chunk(completion_id, {"tool_calls": [piece]})
-            yield _chunk(completion_id, {}, finish_reason="tool_calls")
-            yield "data: [DONE]\n\n"
-            record.completed = True
-        except asyncio.CancelledError:
-            record.disconnected = True
-            raise
+        deltas = [{"tool_calls": [piece]} for piece in pieces]
+        async for event in self.stream_deltas(record, deltas, "tool_calls", request, model="scripted-tools"):
+            yield event
