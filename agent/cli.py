@@ -44,7 +44,7 @@ def cmd_call(args) -> int:
     config = load_config()
     _setup_logging(config.log_level, quiet=args.json)
 
-    from agent.call import run_call
+    from agent.caller.call import run_call
 
     result = asyncio.run(run_call(config, args.wav, args.out))
     if args.json:
@@ -73,14 +73,14 @@ def cmd_livekit_worker(args) -> int:
     config = load_config()
     _setup_logging(config.log_level)
 
-    from agent.livekit import run_worker
+    from agent.transports.livekit import run_worker
 
     asyncio.run(run_worker(config))
     return 0
 
 
 def cmd_bench(args) -> int:
-    from agent.bench import main as bench_main
+    from agent.bench.ab import main as bench_main
 
     return bench_main(args.bench_args)
 
@@ -104,13 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     prep.set_defaults(func=cmd_prepare_models)
 
     worker = sub.add_parser(
-        "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/livekit.py)"
+        "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/transports/livekit.py)"
     )
     worker.set_defaults(func=cmd_livekit_worker)
 
-    # agent/bench.py parses its own options: argparse.REMAINDER would refuse a first argument
+    # agent/bench/ab.py parses its own options: argparse.REMAINDER would refuse a first argument
     # that looks like an option (`bench --quick`), so main() hands over what is left instead.
-    bench = sub.add_parser("bench", help="Brisk vs stock pipecat, side by side (see agent/bench.py)", add_help=False)
+    bench = sub.add_parser("bench", help="Brisk vs stock pipecat, side by side (see agent/bench/ab.py)", add_help=False)
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -50,19 +50,18 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
-from processors.barge_in import DEFAULT_BACKCHANNELS, BargeIn, BargeInPolicy
+from processors.barge_in import BargeIn
+from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
 from processors.prefix_warmer import PrefixWarmer
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
-from processors.speculation import (
-    DraftAccountingMixin,
-    SimilarityMatch,
-    SpeculationStats,
-    SpeculativeUserTurnStopStrategy,
-    StabilityConfig,
-)
+from processors.draft_accounting import DraftAccountingMixin
+from processors.speculation_stats import SpeculationStats
+from processors.turns.similarity_match import SimilarityMatch
+from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.turns.stable_partials import StabilityConfig
 from processors.speculative_tts import SpeculativeAudioCache
 
 Flavor = Literal["brisk", "stock"]
@@ -91,7 +90,7 @@ def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
 
 
 def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
-    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/twilio.py's serializer)."""
+    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/transports/twilio.py's serializer)."""
     return FastAPIWebsocketTransport(
         websocket=websocket,
         params=FastAPIWebsocketParams(
@@ -107,7 +106,7 @@ def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAP
 
 
 def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
-    """Brisk as a participant of one LiveKit room (agent/livekit.py's worker mints the token)."""
+    """Brisk as a participant of one LiveKit room (agent/transports/livekit.py's worker mints the token)."""
     return LiveKitTransport(
         url=url,
         token=token,
@@ -151,7 +150,7 @@ class Call:
 
 
 class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
-    """The LLM service, also counting what each speculative draft costs (processors/speculation.py)."""
+    """The LLM service, also counting what each speculative draft costs (processors/turns/speculative_user_turn_stop.py)."""
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
@@ -369,6 +368,7 @@ def build_call(
         pipeline,
         params=PipelineParams(
             enable_metrics=True,
+            enable_usage_metrics=True,
             audio_in_sample_rate=input_sample_rate,
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
         ),

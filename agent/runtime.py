@@ -85,7 +85,7 @@ class Runtime:
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
 
     def _load_whisper(self, path):
-        from processors.streaming_whisper import WhisperEngine
+        from processors.whisper_engine import WhisperEngine
 
         return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads)
 

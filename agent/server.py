@@ -1,129 +1,49 @@
-"""HTTP server: the web page, SmallWebRTC signalling and health.
+"""The HTTP app: composes the page, every transport's routes, health and metrics.
 
-    GET  /            the browser client (web/)
-    POST /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id"}   (starts a call)
-    PATCH /api/offer  {"pc_id", "candidates": [...]}                          (trickle ICE)
+    GET  /            the browser client (web/, package data)
+    POST /api/offer, PATCH /api/offer    browser calls (agent/transports/webrtc.py)
     GET  /healthz     per-component JSON; 200 only when models and LLM are ready
     GET  /metrics     Prometheus metrics (agent/metrics.py)
-    POST /twilio/voice, WS /ws/twilio    phone calls (agent/twilio.py)
-    GET  /api/livekit/token              a caller's LiveKit room token (agent/livekit.py)
+    POST /twilio/voice, WS /ws/twilio    phone calls (agent/transports/twilio.py)
+    GET  /api/livekit/token              a caller's LiveKit room token (agent/transports/livekit.py)
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 from contextlib import asynccontextmanager
-from pathlib import Path
+from importlib import resources
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
-from pipecat.transports.smallwebrtc.connection import IceServer, SmallWebRTCConnection
-from pipecat.transports.smallwebrtc.request_handler import (
-    IceCandidate,
-    SmallWebRTCPatchRequest,
-    SmallWebRTCRequest,
-    SmallWebRTCRequestHandler,
-)
-from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
-from agent.livekit import token_router
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.pipeline import Flavor, build_call, webrtc_transport
+from agent.pipeline import Flavor
 from agent.runtime import Runtime
-from agent.twilio import TwilioPhone
-
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-
-
-class CallManager:
-    """Runs one pipeline per WebRTC peer and tears it down when the peer goes away."""
-
-    def __init__(self, runtime: Runtime, flavor: Flavor = "brisk"):
-        self.runtime = runtime
-        self.flavor = flavor
-        self.tasks: dict[str, asyncio.Task] = {}
-        self.calls: dict[str, object] = {}
-        self.listeners: list = []  # callables(pc_id, Call) run when a call is assembled (tests, bench)
-
-    @property
-    def active(self) -> int:
-        return sum(1 for t in self.tasks.values() if not t.done())
-
-    async def start_call(self, connection: SmallWebRTCConnection) -> None:
-        transport = webrtc_transport(connection)
-        call = build_call(self.runtime.resources, transport, flavor=self.flavor)
-        pc_id = connection.pc_id
-        self.calls[pc_id] = call
-        for listener in self.listeners:
-            listener(pc_id, call)
-
-        @transport.event_handler("on_client_disconnected")
-        async def on_client_disconnected(_transport, _client):
-            logger.info(f"call {pc_id}: client disconnected, ending the call")
-            await call.worker.cancel(reason="client disconnected")
-
-        async def run():
-            runner = WorkerRunner(handle_sigint=False)
-            try:
-                await runner.add_workers(call.worker)
-                await runner.run()
-            except Exception:
-                logger.exception(f"call {pc_id} failed")
-            finally:
-                logger.info(f"call {pc_id} ended: {json.dumps(call.latency.summary()['processors'])}")
-                self.tasks.pop(pc_id, None)
-
-        self.tasks[pc_id] = asyncio.create_task(run(), name=f"call-{pc_id}")
-
-    async def stop(self) -> None:
-        for call in list(self.calls.values()):
-            await call.worker.cancel(reason="server shutting down")
-        if self.tasks:
-            await asyncio.wait(list(self.tasks.values()), timeout=5)
+from agent.transports.livekit import token_router
+from agent.transports.twilio import TwilioPhone
+from agent.transports.webrtc import WebRTCSignalling
 
 
-def _bad_request(status: int, detail: str) -> HTTPException:
-    logger.warning(f"rejected offer: {detail}")
-    return HTTPException(status_code=status, detail=detail)
-
-
-async def parse_offer(request: Request, max_bytes: int) -> SmallWebRTCRequest:
-    """Validate an offer before aiortc sees it: size, JSON shape, SDP type and syntax."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise _bad_request(413, f"offer too large ({declared} bytes > {max_bytes})")
-    body = await request.body()
-    if len(body) > max_bytes:
-        raise _bad_request(413, f"offer too large ({len(body)} bytes > {max_bytes})")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise _bad_request(400, "offer body is not JSON") from None
-    if not isinstance(data, dict):
-        raise _bad_request(400, 'offer must be a JSON object {"sdp", "type"}')
-    sdp, sdp_type = data.get("sdp"), data.get("type")
-    if not isinstance(sdp, str) or not sdp.startswith("v=0"):
-        raise _bad_request(400, "offer.sdp must be an SDP string starting with 'v=0'")
-    if sdp_type != "offer":
-        raise _bad_request(400, f"offer.type must be 'offer', got {sdp_type!r}")
-    if "m=audio" not in sdp:
-        raise _bad_request(400, "offer has no audio media section (m=audio)")
-    pc_id = data.get("pc_id")
-    if pc_id is not None and not isinstance(pc_id, str):
-        raise _bad_request(400, "offer.pc_id must be a string")
-    return SmallWebRTCRequest(sdp=sdp, type=sdp_type, pc_id=pc_id, restart_pc=bool(data.get("restart_pc")))
+def web_dir():
+    """The browser client's files, wherever Brisk is installed (``web`` is package data)."""
+    return resources.files("web")
 
 
 def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flavor = "brisk") -> FastAPI:
     """The FastAPI app. Pass a started ``runtime`` to share one (tests, bench); else it starts its own."""
     owns_runtime = runtime is None
     runtime = runtime or Runtime(config)
-    calls = CallManager(runtime, flavor=flavor)
-    handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in config.ice_servers])
+    webrtc = WebRTCSignalling(
+        runtime,
+        ice_servers=config.ice_servers,
+        max_calls=config.max_calls,
+        max_offer_bytes=config.max_offer_bytes,
+        flavor=flavor,
+    )
+    calls = webrtc.calls
     phone = TwilioPhone(
         runtime,
         auth_token=config.twilio_auth_token,
@@ -145,9 +65,8 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
                 runtime.error = f"{type(e).__name__}: {e}"
                 logger.error(f"Brisk could not start: {runtime.error}")
         yield
-        await calls.stop()
+        await webrtc.stop()
         await phone.stop()
-        await handler.close()
         if owns_runtime:
             await runtime.stop()
 
@@ -165,34 +84,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         body["calls"] = calls.active + phone.active
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.post("/api/offer")
-    async def offer(request: Request):
-        webrtc_request = await parse_offer(request, config.max_offer_bytes)
-        if runtime.resources is None:
-            raise HTTPException(status_code=503, detail=runtime.error or "Brisk is still starting; retry shortly")
-        if webrtc_request.pc_id is None and calls.active >= config.max_calls:
-            raise HTTPException(status_code=503, detail=f"busy: {calls.active} calls in progress")
-        try:
-            answer = await handler.handle_web_request(webrtc_request, calls.start_call)
-        except HTTPException:
-            raise
-        except Exception as e:
-            raise _bad_request(400, f"could not accept the offer: {e}") from None
-        return answer
-
-    @app.patch("/api/offer")
-    async def ice_candidate(request: Request):
-        try:
-            data = await request.json()
-            patch = SmallWebRTCPatchRequest(
-                pc_id=data["pc_id"],
-                candidates=[IceCandidate(**c) for c in data.get("candidates", [])],
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise _bad_request(400, f"malformed ICE candidate patch: {e}") from None
-        await handler.handle_patch_request(patch)
-        return {"status": "success"}
-
+    app.include_router(webrtc.router)
     app.include_router(metrics.router)
     app.include_router(phone.router)
     app.include_router(
@@ -205,5 +97,5 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         )
     )
     # Last: a mount at "/" answers every path, so routes must come before it.
-    app.mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web")
+    app.mount("/", StaticFiles(directory=web_dir(), html=True), name="web")
     return app

@@ -19,38 +19,10 @@ from typing import Any
 
 from loguru import logger
 
-from pipecat.frames.frames import (
-    BotStartedSpeakingFrame,
-    BotStoppedSpeakingFrame,
-    CancelFrame,
-    ControlFrame,
-    EagerEndOfTurnCancelFrame,
-    EndFrame,
-    InterimTranscriptionFrame,
-    LLMContextFrame,
-    LLMTextFrame,
-    OutputAudioRawFrame,
-    SystemFrame,
-    TextFrame,
-    TranscriptionFrame,
-    TTSAudioRawFrame,
-    UserStartedSpeakingFrame,
-    UserStoppedSpeakingFrame,
-    VADUserStartedSpeakingFrame,
-    VADUserStoppedSpeakingFrame,
-)
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed
-from pipecat.pipeline.base_pipeline import BasePipeline
-from pipecat.pipeline.pipeline import PipelineSink, PipelineSource
-from pipecat.pipeline.sync_parallel_pipeline import (
-    SyncParallelPipelineSink,
-    SyncParallelPipelineSource,
-)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.services.llm_service import LLMService
-from pipecat.services.stt_service import STTService
-from pipecat.services.tts_service import TTSService
-from pipecat.transports.base_output import BaseOutputTransport
+
+from processors import frame_kinds as kinds
 
 STAGES = (
     "speech_end",
@@ -67,84 +39,11 @@ STAGES = (
 TurnListener = Callable[[dict], Awaitable[None] | None]
 
 # What a frame class is, worked out once per class so the per-frame path is one dict lookup.
-_PAYLOAD = 1 << 0  # neither a SystemFrame nor a ControlFrame: text, audio out, context...
-_AUDIO_OUT = 1 << 1
-_VAD_START = 1 << 2
-_USER_START = 1 << 3
-_VAD_STOP = 1 << 4
-_TRANSCRIPT = 1 << 5
-_USER_STOP = 1 << 6
-_CONTEXT = 1 << 7
-_LLM_TEXT = 1 << 8
-_TTS_TEXT_IN = 1 << 9
-_TTS_AUDIO = 1 << 10
-_BOT_START = 1 << 11
-_BOT_STOP = 1 << 12
-_PIPELINE_END = 1 << 13
-_EAGER_CANCEL = 1 << 14
-# Stages read where a frame enters its processor, and where a frame is pushed.
-_ENTER_KINDS = _CONTEXT | _EAGER_CANCEL | _TTS_TEXT_IN
-_BOUNDARY_KINDS = _VAD_START | _USER_START | _VAD_STOP | _USER_STOP | _BOT_STOP | _PIPELINE_END
-_PUSH_KINDS = _BOUNDARY_KINDS | _TRANSCRIPT | _LLM_TEXT | _TTS_AUDIO | _BOT_START
-
-_STT, _LLM, _TTS, _OUTPUT, _PLUMBING = 1, 2, 4, 8, 16
-
-# Containers and their entry/exit points: a frame crossing them is not work being done.
-_PIPELINE_PLUMBING = (
-    BasePipeline,
-    PipelineSource,
-    PipelineSink,
-    SyncParallelPipelineSource,
-    SyncParallelPipelineSink,
-)
-
 # Frames that pass through a processor are remembered until they leave it; a processor that
 # swallows or re-chunks frames (the output transport) would otherwise grow this without end.
 _MAX_HELD_FRAMES = 256
 # A waiting cause older than this is not what an output answers (a frame swallowed long ago).
 _DEFAULT_MAX_CAUSE_AGE_S = 30.0
-
-
-def _frame_kind(cls: type) -> int:
-    kind = 0
-    if not issubclass(cls, (SystemFrame, ControlFrame)):
-        kind |= _PAYLOAD
-    checks = (
-        (OutputAudioRawFrame, _AUDIO_OUT),
-        (VADUserStartedSpeakingFrame, _VAD_START),
-        (UserStartedSpeakingFrame, _USER_START),
-        (VADUserStoppedSpeakingFrame, _VAD_STOP),
-        (TranscriptionFrame, _TRANSCRIPT),
-        (UserStoppedSpeakingFrame, _USER_STOP),
-        (LLMContextFrame, _CONTEXT),
-        (LLMTextFrame, _LLM_TEXT),
-        (TTSAudioRawFrame, _TTS_AUDIO),
-        (BotStartedSpeakingFrame, _BOT_START),
-        (BotStoppedSpeakingFrame, _BOT_STOP),
-        ((EndFrame, CancelFrame), _PIPELINE_END),
-        (EagerEndOfTurnCancelFrame, _EAGER_CANCEL),
-    )
-    for base, bit in checks:
-        if issubclass(cls, base):
-            kind |= bit
-    if issubclass(cls, TextFrame) and not issubclass(
-        cls, (TranscriptionFrame, InterimTranscriptionFrame)
-    ):
-        kind |= _TTS_TEXT_IN
-    return kind
-
-
-def _processor_role(processor: FrameProcessor) -> int:
-    for cls, role in (
-        (STTService, _STT),
-        (LLMService, _LLM),
-        (TTSService, _TTS),
-        (BaseOutputTransport, _OUTPUT),
-        (_PIPELINE_PLUMBING, _PLUMBING),
-    ):
-        if isinstance(processor, cls):
-            return role
-    return 0
 
 
 def _percentile(ordered: list[int], q: float) -> int:
@@ -362,7 +261,7 @@ class LatencyObserver(BaseObserver):
         """The frame class's kind bits, computed once per class (this runs for every frame)."""
         kind = self._kinds.get(frame.__class__)
         if kind is None:
-            kind = self._kinds[frame.__class__] = _frame_kind(frame.__class__)
+            kind = self._kinds[frame.__class__] = kinds.frame_kind(frame.__class__)
         return kind
 
     async def on_process_frame(self, data: FrameProcessed):
@@ -376,8 +275,8 @@ class LatencyObserver(BaseObserver):
         track = self._tracks.get(processor.id) or self._new_track(processor)
         downstream = data.direction is FrameDirection.DOWNSTREAM
 
-        if track.role != _PLUMBING:
-            if kind & _PAYLOAD:
+        if track.role != kinds.PLUMBING:
+            if kind & kinds.PAYLOAD:
                 held = track.held
                 held[frame.id] = ts
                 if len(held) > _MAX_HELD_FRAMES:
@@ -389,7 +288,7 @@ class LatencyObserver(BaseObserver):
                 track.weak_id = frame.id
                 track.weak_ns = ts
 
-        if downstream and kind & _ENTER_KINDS and track.role:
+        if downstream and kind & kinds.ENTER_KINDS and track.role:
             await self._on_turn_frame_entered(frame, kind, track.role, ts)
 
     async def on_push_frame(self, data: FramePushed):
@@ -403,19 +302,19 @@ class LatencyObserver(BaseObserver):
         track = self._tracks.get(source.id) or self._new_track(source)
         downstream = data.direction is FrameDirection.DOWNSTREAM
 
-        if track.role != _PLUMBING:
-            if kind & _PAYLOAD:
+        if track.role != kinds.PLUMBING:
+            if kind & kinds.PAYLOAD:
                 entered = track.held.pop(frame.id, None)
                 if entered is not None:
                     track.samples.append(ts - entered)
                     if track.cause_id == frame.id:
                         track.cause_id = None
-                elif downstream and (track.role != _TTS or kind & _AUDIO_OUT):
+                elif downstream and (track.role != kinds.TTS or kind & kinds.AUDIO_OUT):
                     self._sample_caused(track, ts)
             elif frame.id == track.weak_id:
                 track.weak_id = None  # passed through: not the cause of anything here
 
-        if downstream and kind & _PUSH_KINDS:
+        if downstream and kind & kinds.PUSH_KINDS:
             await self._on_turn_frame_pushed(frame, kind, track.role, ts, source)
 
     def _sample_caused(self, track: _ProcessorTrack, ts: int):
@@ -436,29 +335,29 @@ class LatencyObserver(BaseObserver):
         turn = self._turn
         if turn is None:
             return
-        if role == _LLM:
-            if kind & _CONTEXT and "llm_request" not in turn.stages:
+        if role == kinds.LLM:
+            if kind & kinds.CONTEXT and "llm_request" not in turn.stages:
                 turn.mark("llm_request", ts)
                 turn.speculative = bool(frame.speculation)
-            elif kind & _EAGER_CANCEL and turn.speculative:
+            elif kind & kinds.EAGER_CANCEL and turn.speculative:
                 # The draft is withdrawn; the request that follows is the one answered.
                 turn.stages.pop("llm_request", None)
                 turn.speculative = False
                 turn.withdrawn += 1
-        elif role == _TTS and kind & _TTS_TEXT_IN and turn.responding:
+        elif role == kinds.TTS and kind & kinds.TTS_TEXT_IN and turn.responding:
             turn.mark("tts_first_text", ts)
 
     async def _on_turn_frame_pushed(self, frame, kind: int, role: int, ts: int, source):
-        if kind & _BOUNDARY_KINDS:
+        if kind & kinds.BOUNDARY_KINDS:
             if self._already_handled(frame):
                 return
             if self._offset_ns is None:
                 self._offset_ns = time.monotonic_ns() - source.get_clock().get_time()
 
-        if kind & (_VAD_START | _USER_START):
+        if kind & (kinds.VAD_START | kinds.USER_START):
             await self._on_user_started(kind, ts)
             return
-        if kind & _PIPELINE_END:
+        if kind & kinds.PIPELINE_END:
             if self._turn is not None:
                 await self._close_turn(ts, interrupted=True)
             return
@@ -466,35 +365,35 @@ class LatencyObserver(BaseObserver):
         turn = self._turn
         if turn is None:
             return
-        if kind & _VAD_STOP:
+        if kind & kinds.VAD_STOP:
             if "vad_stop" not in turn.stages:
                 turn.mark("vad_stop", ts)
                 turn.stop_secs = frame.stop_secs
-        elif kind & _TRANSCRIPT:
-            if role == _STT:
+        elif kind & kinds.TRANSCRIPT:
+            if role == kinds.STT:
                 turn.mark("stt_final", ts)
                 if frame.text:
                     turn.user_text.append(frame.text.strip())
-        elif kind & _USER_STOP:
+        elif kind & kinds.USER_STOP:
             turn.mark("turn_end", ts)
-        elif kind & _LLM_TEXT:
-            if role == _LLM and "llm_request" in turn.stages:
+        elif kind & kinds.LLM_TEXT:
+            if role == kinds.LLM and "llm_request" in turn.stages:
                 turn.mark("llm_first_token", ts)
                 turn.bot_text.append(frame.text)
-        elif kind & _TTS_AUDIO:
-            if role == _TTS and "tts_first_text" in turn.stages:
+        elif kind & kinds.TTS_AUDIO:
+            if role == kinds.TTS and "tts_first_text" in turn.stages:
                 turn.mark("tts_first_audio", ts)
-        elif kind & _BOT_START:
-            if role == _OUTPUT and turn.responding:
+        elif kind & kinds.BOT_START:
+            if role == kinds.OUTPUT and turn.responding:
                 turn.mark("first_audio_out", ts)
-        elif kind & _BOT_STOP:
-            if role == _OUTPUT and "first_audio_out" in turn.stages:
+        elif kind & kinds.BOT_STOP:
+            if role == kinds.OUTPUT and "first_audio_out" in turn.stages:
                 await self._close_turn(ts, interrupted=False)
 
     async def _on_user_started(self, kind: int, ts: int):
         turn = self._turn
         if turn is not None and not turn.user_done:
-            if kind & _VAD_START:
+            if kind & kinds.VAD_START:
                 # The user resumed: what was measured ended a pause, not the turn.
                 turn.stages.clear()
                 turn.bot_text.clear()
@@ -576,6 +475,6 @@ class LatencyObserver(BaseObserver):
         return chosen
 
     def _new_track(self, processor: FrameProcessor) -> _ProcessorTrack:
-        track = _ProcessorTrack(processor.name, _processor_role(processor), self._window)
+        track = _ProcessorTrack(processor.name, kinds.processor_role(processor), self._window)
         self._tracks[processor.id] = track
         return track

@@ -5,7 +5,7 @@ Consumes ``InputAudioRawFrame`` at any sample rate and the ``VADUserStartedSpeak
 pass through. Audio is kept at its input rate and each transcription's clip is resampled to
 Whisper's 16 kHz in one shot (soxr), so telephony audio at 8 kHz reaches a partial the moment it
 arrives: a stream resampler held back 65 ms of it at the median, 111 ms at most
-(``python -m agent.bench_phone``).
+(``python -m agent.bench.phone``).
 
 Emits ``PartialTranscriptionFrame`` every ``partial_interval_s`` while the user speaks (at most
 one transcription in flight, always of the newest audio of the current utterance only), and one
@@ -17,19 +17,13 @@ Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` w
 """
 
 import asyncio
-import math
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import soxr
-from faster_whisper import WhisperModel
-from faster_whisper.tokenizer import Tokenizer
-from faster_whisper.transcribe import get_suppressed_tokens
 from loguru import logger
 from pipecat.frames.frames import (
     CancelFrame,
@@ -47,186 +41,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-
-SAMPLE_RATE = 16000
-
-# Whisper's own silence rule: a window is non-speech only when the model both thinks so and is
-# unsure of what it decoded. no_speech_prob alone is not enough: stock pipecat dropped a real
-# question at 0.44.
-NO_SPEECH_THRESHOLD = 0.6
-LOG_PROB_THRESHOLD = -1.0
-
-# Below ~8 s of window Whisper loops on its own output; 10 s keeps stock accuracy at ~1/3 of
-# the encoder cost (architecture.md, "Cheaper partials with a shorter encoder window").
-MIN_WINDOW_FRAMES = 1000
-
-
-def whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
-    """int16 PCM at any rate as Whisper takes it: float32 in [-1, 1] at 16 kHz.
-
-    One shot over the whole clip: nothing held back (a stream resampler keeps a tail), and soxr's
-    best quality costs ~1 ms for 15 s of 8 kHz audio (README, "Phone path").
-    """
-    audio = pcm.astype(np.float32) / 32768.0
-    if sample_rate == SAMPLE_RATE:
-        return audio
-    return soxr.resample(audio, sample_rate, SAMPLE_RATE, quality="VHQ")
-
-
-@dataclass(frozen=True)
-class WhisperResult:
-    """One transcription.
-
-    Parameters:
-        text: The decoded text, stripped.
-        no_speech_prob: Whisper's probability that the audio holds no speech.
-        avg_logprob: Average log probability of the decoded tokens.
-        window_frames: Log-mel frames the encoder saw (3000 is Whisper's stock 30 s window).
-    """
-
-    text: str
-    no_speech_prob: float
-    avg_logprob: float
-    window_frames: int
-
-    @property
-    def is_clear_non_speech(self) -> bool:
-        """Whisper's rule: likely silence *and* a low-confidence decode."""
-        return self.no_speech_prob > NO_SPEECH_THRESHOLD and self.avg_logprob < LOG_PROB_THRESHOLD
-
-    @property
-    def transcript(self) -> str:
-        """The text to pass on: empty for clear non-speech and for punctuation-only output."""
-        if self.is_clear_non_speech or not any(c.isalnum() for c in self.text):
-            return ""
-        return self.text
-
-
-class WhisperEngine:
-    """One loaded faster-whisper model, shared by every STT service in the process.
-
-    Transcribes with a log-mel window only as long as the clip needs (at least 10 s) instead of
-    Whisper's fixed 30 s, which makes each call roughly half as expensive. Calls are serialised:
-    CTranslate2 runs one transcription at a time per engine.
-    """
-
-    def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper"):
-        """Wrap an already loaded model.
-
-        Args:
-            model: The faster-whisper model.
-            language: Language to transcribe (English-only models accept only "en").
-            name: Model name reported in pipecat metrics.
-        """
-        self._model = model
-        self.language = language
-        self.name = name
-        self._tokenizer = Tokenizer(
-            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language
-        )
-        self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
-        self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer, [-1]))
-        self._lock = threading.Lock()
-
-    @classmethod
-    def load(
-        cls,
-        model_path: str | Path,
-        cpu_threads: int = 1,
-        compute_type: str = "int8",
-        *,
-        device: str = "cpu",
-        language: str = "en",
-        name: str | None = None,
-        warm_up: bool = True,
-    ) -> "WhisperEngine":
-        """Load a CTranslate2 Whisper model directory.
-
-        Args:
-            model_path: Directory holding model.bin, config.json and the tokenizer.
-            cpu_threads: Threads per transcription (1 is as fast as 2 with the short window).
-            compute_type: CTranslate2 compute type.
-            device: "cpu" or "cuda".
-            language: Language to transcribe.
-            name: Model name for metrics; defaults to the directory name.
-            warm_up: Run one dummy transcription now, so the first real one is not cold.
-        """
-        model = WhisperModel(
-            str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads
-        )
-        engine = cls(model, language=language, name=name or Path(model_path).name)
-        if warm_up:
-            engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
-        return engine
-
-    async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
-        """Transcribe in a worker thread so the event loop (and audio) keeps moving."""
-        return await asyncio.to_thread(self.transcribe, audio)
-
-    def transcribe(self, audio: np.ndarray) -> WhisperResult:
-        """Transcribe mono float32 audio at 16 kHz in [-1, 1]. Blocks; one call at a time."""
-        audio = np.asarray(audio, dtype=np.float32)
-        with self._lock:
-            extractor = self._model.feature_extractor
-            # The extractor appends one frame past the audio; faster-whisper drops it too.
-            features = extractor(audio)[..., :-1]
-            if features.shape[-1] > extractor.nb_max_frames:
-                return self._transcribe_long(audio)
-            seconds = audio.size / SAMPLE_RATE
-            max_new_tokens = math.ceil(6 * seconds) + 10
-            window = min(
-                extractor.nb_max_frames,
-                max(MIN_WINDOW_FRAMES, math.ceil(seconds + 1) * self._model.frames_per_second),
-            )
-            result, capped = self._decode(features, window, max_new_tokens)
-            if capped and window < extractor.nb_max_frames:
-                # Hitting the token cap means a repetition loop, which short windows can fall
-                # into; the stock window does not.
-                result, _ = self._decode(features, extractor.nb_max_frames, max_new_tokens)
-            return result
-
-    def _decode(
-        self, features: np.ndarray, window: int, max_new_tokens: int
-    ) -> tuple[WhisperResult, bool]:
-        # Pad the log-mel, not the waveform: a waveform padded to the window decodes badly.
-        padded = np.zeros((features.shape[0], window), dtype=np.float32)
-        padded[:, : features.shape[-1]] = features
-        encoder_output = self._model.encode(padded)
-        max_length = min(len(self._prompt) + max_new_tokens, self._model.max_length)
-        result = self._model.model.generate(
-            encoder_output,
-            [self._prompt],
-            beam_size=1,
-            max_length=max_length,
-            return_scores=True,
-            return_no_speech_prob=True,
-            suppress_blank=True,
-            suppress_tokens=self._suppress_tokens,
-        )[0]
-        tokens = result.sequences_ids[0]
-        # Same recovery of the average log prob as faster-whisper (length_penalty 1).
-        avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
-        capped = len(self._prompt) + len(tokens) >= max_length
-        text = self._tokenizer.decode(tokens).strip()
-        return WhisperResult(text, result.no_speech_prob, avg_logprob, window), capped
-
-    def _transcribe_long(self, audio: np.ndarray) -> WhisperResult:
-        # Past 30 s a single window cannot hold the clip: let faster-whisper seek through it.
-        # It drops non-speech segments with the same rule, so report the most speech-like one.
-        segments, _ = self._model.transcribe(
-            audio, language=self.language, beam_size=1, condition_on_previous_text=False
-        )
-        segments = list(segments)
-        window = self._model.feature_extractor.nb_max_frames
-        if not segments:
-            return WhisperResult("", 1.0, -math.inf, window)
-        return WhisperResult(
-            " ".join(s.text.strip() for s in segments).strip(),
-            min(s.no_speech_prob for s in segments),
-            max(s.avg_logprob for s in segments),
-            window,
-        )
-
+from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult, whisper_input
 
 @dataclass(frozen=True)
 class PartialJob:

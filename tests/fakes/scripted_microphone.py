@@ -1,6 +1,6 @@
 """A caller's microphone that stays silent until the test tells it to say something.
 
-Unlike ``agent.webrtc_client.WavMicrophone`` (one WAV, fixed timing), a test can react to what the
+Unlike ``agent.caller.aiortc_caller.WavMicrophone`` (one WAV, fixed timing), a test can react to what the
 bot does: ask, wait until the bot is mid-answer, then talk over it. Every 20 ms frame's send time
 is kept, so latencies are measured from the exact moment a given sample left the caller.
 """
@@ -13,7 +13,7 @@ import numpy as np
 from aiortc import MediaStreamTrack
 from av import AudioFrame
 
-from agent.webrtc_client import audio_frame
+from agent.caller.aiortc_caller import audio_frame
 
 FRAME_MS = 20
 

@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible LLM server that calls a tool before it answers.
 
-Like ``agent.scripted_llm.ScriptedLLM`` (real HTTP + SSE on loopback, every request
+Like ``agent.bench.scripted_llm.ScriptedLLM`` (real HTTP + SSE on loopback, every request
 recorded), except that a conversation whose last message is not a tool result is answered
 with one streamed tool call (``tool_name`` with ``arguments``, split over several chunks the
 way real servers stream them); once the tool result is in the messages it streams
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from agent.scripted_llm import RecordedRequest, ScriptedLLM
+from agent.bench.scripted_llm import RecordedRequest, ScriptedLLM
 
 
 @dataclass

@@ -15,11 +15,11 @@ import numpy as np
 
 from agent.audio import read_wav, speech_segments, write_wav
 from agent.config import BriskConfig
-from agent.loopback import serve_app
+from agent.caller.loopback import serve_app
 from agent.pipeline import INPUT_SAMPLE_RATE, Flavor
 from agent.runtime import Runtime
 from agent.server import create_app
-from agent.webrtc_client import WavMicrophone, WebRTCCaller
+from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 
 # Silence longer than this between speech separates two user turns in a WAV.
 TURN_GAP_S = 1.5

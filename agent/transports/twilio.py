@@ -13,30 +13,33 @@ each transcription's clip in one shot), instead of waiting for a soxr stream res
 the output transport, which flushes the resampler's tail at the end of each answer.
 
 When an auth token is configured every webhook must carry a valid ``X-Twilio-Signature``
-(Twilio's HMAC-SHA1 over the URL and the sorted POST parameters), and the TwiML hands the
-stream a per-call token that its ``start`` message must bring back: the WebSocket accepts
-only streams that Twilio opened for a call this server answered.
+over the public URL and the POST parameters (checked by the ``twilio`` package's
+``RequestValidator``, which accepts the URL with or without its default port), and the TwiML
+(built with ``twilio.twiml``) hands the stream a per-call token that its ``start`` message
+must bring back: the WebSocket accepts only streams that Twilio opened for a call this
+server answered.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit, urlunsplit
-from xml.etree import ElementTree
+from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.datastructures import FormData
 from fastapi.responses import Response
 from loguru import logger
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.workers.runner import WorkerRunner
+from twilio.request_validator import RequestValidator
+from twilio.twiml.voice_response import VoiceResponse
 
 from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call, phone_transport
 from agent.runtime import Runtime
@@ -54,41 +57,12 @@ CallListener = Callable[[str, Call], None]
 # -- signatures ----------------------------------------------------------------------------
 
 
-def twilio_signature(auth_token: str, url: str, params: Mapping[str, str | Sequence[str]]) -> str:
-    """Twilio's request signature: base64(HMAC-SHA1(auth token, URL + sorted key+value pairs)).
+def webhook_params(body: bytes) -> FormData:
+    """A webhook's ``application/x-www-form-urlencoded`` body, repeated keys kept.
 
-    A key sent several times contributes each of its values, sorted.
+    A multi-dict, as ``RequestValidator`` needs to sign each value of a repeated key.
     """
-    data = url
-    for key in sorted(params):
-        values = params[key]
-        for value in sorted([values] if isinstance(values, str) else values):
-            data += key + value
-    digest = hmac.new(auth_token.encode(), data.encode(), hashlib.sha1).digest()
-    return base64.b64encode(digest).decode()
-
-
-def _port_variants(url: str) -> set[str]:
-    # Twilio may sign the URL with or without the default port, whichever it dialled.
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    bare = urlunsplit(parts._replace(netloc=host))
-    if port is None:
-        return {bare}
-    return {bare, urlunsplit(parts._replace(netloc=f"{host}:{port}"))}
-
-
-def signature_is_valid(
-    auth_token: str, url: str, params: Mapping[str, str | Sequence[str]], signature: str | None
-) -> bool:
-    """True when ``signature`` is Twilio's signature of this request, port written or not."""
-    if not signature:
-        return False
-    return any(
-        hmac.compare_digest(twilio_signature(auth_token, candidate, params), signature)
-        for candidate in _port_variants(url)
-    )
+    return FormData(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 def stream_token(auth_token: str, call_sid: str) -> str:
@@ -101,15 +75,17 @@ def stream_token(auth_token: str, call_sid: str) -> str:
 
 def stream_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
     """<Response><Connect><Stream url=...> with custom parameters, escaped."""
-    response = ElementTree.Element("Response")
-    stream = ElementTree.SubElement(ElementTree.SubElement(response, "Connect"), "Stream", url=stream_url)
+    response = VoiceResponse()
+    stream = response.connect().stream(url=stream_url)
     for name, value in parameters.items():
-        ElementTree.SubElement(stream, "Parameter", name=name, value=value)
-    return '<?xml version="1.0" encoding="UTF-8"?>' + ElementTree.tostring(response, encoding="unicode")
+        stream.parameter(name=name, value=value)
+    return response.to_xml()
 
 
 def busy_twiml() -> str:
-    return '<?xml version="1.0" encoding="UTF-8"?><Response><Reject reason="busy"/></Response>'
+    response = VoiceResponse()
+    response.reject(reason="busy")
+    return response.to_xml()
 
 
 # -- the stream ----------------------------------------------------------------------------
@@ -239,6 +215,7 @@ class TwilioPhone:
         """
         self.runtime = runtime
         self.auth_token = auth_token
+        self._validator = RequestValidator(auth_token) if auth_token else None
         self.public_url = public_url
         self.max_calls = max_calls
         self.flavor = flavor
@@ -266,16 +243,16 @@ class TwilioPhone:
         return proto, host
 
     async def voice_webhook(self, request: Request) -> Response:
-        # Twilio posts application/x-www-form-urlencoded; parse_qs keeps repeated keys.
-        params = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
+        # Twilio posts application/x-www-form-urlencoded.
+        params = webhook_params(await request.body())
         scheme, host = self._public_base(request)
-        if self.auth_token:
+        if self._validator is not None:
             query = f"?{request.url.query}" if request.url.query else ""
             signed_url = f"{scheme}://{host}{request.url.path}{query}"
-            if not signature_is_valid(self.auth_token, signed_url, params, request.headers.get("x-twilio-signature")):
+            if not self._validator.validate(signed_url, params, request.headers.get("x-twilio-signature", "")):
                 logger.warning(f"rejected a Twilio webhook with a bad signature for {signed_url}")
                 raise HTTPException(status_code=403, detail="invalid Twilio signature")
-        call_sid = params.get("CallSid", [""])[0]
+        call_sid = params.get("CallSid", "")
         if self.active >= self.max_calls or self.runtime.resources is None:
             logger.warning(f"call {call_sid}: busy or not ready ({self.active} phone calls), rejecting")
             return Response(busy_twiml(), media_type="application/xml")
@@ -283,7 +260,7 @@ class TwilioPhone:
         ws_scheme = "ws" if self.public_url and scheme == "http" else "wss"
         stream_url = f"{ws_scheme}://{host}{STREAM_PATH}"
         parameters = {"token": stream_token(self.auth_token, call_sid)} if self.auth_token else {}
-        logger.info(f"call {call_sid} from {params.get('From', ['?'])[0]}: streaming to {stream_url}")
+        logger.info(f"call {call_sid} from {params.get('From', '?')}: streaming to {stream_url}")
         return Response(stream_twiml(stream_url, parameters), media_type="application/xml")
 
     # -- stream ----------------------------------------------------------------------------

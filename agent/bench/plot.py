@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.bench import FLAVORS, WAYPOINTS
+from agent.bench.report import FLAVORS, WAYPOINTS
 
 COLORS = {"stock": "#9a9a9a", "brisk": "#1f77b4"}
 

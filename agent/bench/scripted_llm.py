@@ -6,6 +6,11 @@ tokens went out, whether the client hung up before the end).
 
     POST /v1/chat/completions   {"messages": [...], "stream": true}  -> SSE chunks, then [DONE]
     GET  /v1/models
+
+Like OpenAI, it reports ``usage`` (prompt and completion tokens) on a plain completion, and on a
+stream asked for it with ``stream_options: {"include_usage": true}`` as one last chunk with no
+choices before ``[DONE]``; a stream the client hangs up on never gets that far. Tokens are
+word-ish pieces (``_tokens``), the same count on both sides of the wire.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class RecordedRequest:
     completed: bool = False
     disconnected: bool = False  # the client closed the stream before the last token
     first_token_at: float | None = None
+    include_usage: bool = False  # the client asked for the usage chunk (stream_options)
 
     @property
     def last_user_text(self) -> str:
@@ -44,6 +50,13 @@ class RecordedRequest:
     @property
     def prompt_tokens(self) -> int:
         return sum(len(_tokens(str(m.get("content", "")))) for m in self.messages)
+
+    def usage(self, completion_tokens: int) -> dict:
+        """OpenAI's ``usage`` object for this request's prompt and ``completion_tokens``."""
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": self.prompt_tokens + completion_tokens,
+                # No prompt cache here: a meter reads every prompt token as computed.
+                "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def _tokens(text: str) -> list[str]:
@@ -60,6 +73,10 @@ class ScriptedLLM:
     answer_for: Callable[[list[dict]], str] = field(default=lambda _messages: DEFAULT_ANSWER)
     requests: list[RecordedRequest] = field(default_factory=list)
 
+    def busy(self, since: int = 0) -> bool:
+        """Whether a request from ``requests[since]`` on is still streaming."""
+        return any(not (r.completed or r.disconnected) for r in self.requests[since:])
+
     def app(self) -> FastAPI:
         app = FastAPI(title="scripted-llm")
 
@@ -71,13 +88,14 @@ class ScriptedLLM:
         async def chat(request: Request):
             body = await request.json()
             messages = body.get("messages") or []
-            record = RecordedRequest(messages=messages, received_at=time.monotonic())
+            record = RecordedRequest(messages=messages, received_at=time.monotonic(),
+                                     include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
             self.requests.append(record)
             answer = self.answer_for(messages)
             if not body.get("stream"):
                 await asyncio.sleep(self.ttft_s)
                 record.completed = True
-                return JSONResponse(_completion(answer))
+                return JSONResponse(_completion(answer, record.usage(len(_tokens(answer)))))
             return StreamingResponse(self._stream(record, answer, request), media_type="text/event-stream")
 
         return app
@@ -104,6 +122,8 @@ class ScriptedLLM:
                 record.tokens_sent += 1
                 yield sse_chunk(completion_id, delta, model=model)
             yield sse_chunk(completion_id, {}, finish_reason=finish_reason, model=model)
+            if record.include_usage:
+                yield sse_usage_chunk(completion_id, record.usage(record.tokens_sent), model=model)
             yield "data: [DONE]\n\n"
             record.completed = True
         except asyncio.CancelledError:
@@ -123,11 +143,25 @@ def sse_chunk(completion_id: str, delta: dict, finish_reason: str | None = None,
     return f"data: {json.dumps(chunk)}\n\n"
 
 
-def _completion(answer: str) -> dict:
+def sse_usage_chunk(completion_id: str, usage: dict, model: str = "scripted") -> str:
+    """The last chunk of a stream asked for ``include_usage``: no choices, the whole usage."""
+    chunk = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": usage,
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def _completion(answer: str, usage: dict) -> dict:
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": "scripted",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": usage,
     }

@@ -29,9 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.bench import NO_ANSWER_S, POLL_S, _fmt, _stats
-from agent.bench_corpus import Utterance, render
-from agent.webrtc_client import AUDIBLE_RMS, ReceivedAudio, WavMicrophone, WebRTCCaller
+from agent.bench.corpus import Utterance, render
+from agent.bench.listening import POLL_S, heard_for
+from agent.bench.scripted_llm import ScriptedLLM
+from agent.bench.stats import fmt, percentiles
+from agent.caller.aiortc_caller import AUDIBLE_RMS, ReceivedAudio, WavMicrophone, WebRTCCaller
+from agent.caller.call import running_server
+from agent.caller.loopback import serve_app
+from processors.openai_llm import make_openai_client
 
 FULL_INTERRUPTIONS = 10
 QUICK_INTERRUPTIONS = 3
@@ -47,7 +52,7 @@ CALLER_TRANSIT_S = 0.25
 
 BARGE_IN_METHOD = (
     "brisk only, one extra call after the A/B turns, always with a scripted LLM whose answer is long "
-    "(agent/bench_barge_in.py), whatever --llm is; the caller cuts in after "
+    "(agent/bench/barge_in.py), whatever --llm is; the caller cuts in after "
     f"{HEAR_BEFORE_CUT_S:g} s of each answer, {BACKCHANNELS} of the cuts preceded by a backchannel; "
     "decision_ms: the interjection's first voiced sample as played -> the server's decision; stop_ms: the "
     "decision -> the cut turn's last audio out of the server; stale_frames: the server's count + audible "
@@ -141,22 +146,6 @@ async def _say(mic: InterjectingMicrophone, utterance: Utterance) -> Spoken:
     )
 
 
-async def _heard(caller: WebRTCCaller, after: float, seconds: float, timeout: float = NO_ANSWER_S) -> bool:
-    """Waits until ``seconds`` of audible bot audio arrived after ``after``; False on timeout."""
-    deadline = time.monotonic() + timeout
-    seen, audible = 0, 0
-    while time.monotonic() < deadline:
-        received = caller.received
-        for chunk in received[seen:]:
-            if chunk.t > after and chunk.rms >= AUDIBLE_RMS:
-                audible += len(chunk.pcm) / chunk.sample_rate
-        seen = len(received)
-        if audible >= seconds:
-            return True
-        await asyncio.sleep(POLL_S)
-    return False
-
-
 def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale_frames: int,
             received: list[ReceivedAudio], ended_at: float, requested: int) -> dict:
     """The ``barge_in`` JSON object from what the caller said and what the server's ``BargeIn`` saw.
@@ -196,7 +185,7 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
         caller_stale += sum(1 for c in received if went_silent < c.t < until and c.rms >= AUDIBLE_RMS)
 
     def stats(key):
-        s = _stats([j[key] for j in interjections])
+        s = percentiles([j[key] for j in interjections])
         return {"p50": s["p50"], "p95": s["p95"], "n": s["n"]}
 
     return {
@@ -218,11 +207,6 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
 async def run_barge_in(config, runtime, *, interruptions: int, backchannels: int = BACKCHANNELS,
                        ttft_s: float = 0.3, tokens_per_s: float = 30.0, log=None) -> dict:
     """Place the barge-in call against a Brisk server sharing ``runtime``'s models; returns ``measure``'s dict."""
-    from agent.call import running_server
-    from agent.loopback import serve_app
-    from agent.scripted_llm import ScriptedLLM
-    from processors.openai_llm import make_openai_client
-
     llm = ScriptedLLM(ttft_s=ttft_s, tokens_per_s=tokens_per_s, answer_for=lambda _messages: LONG_ANSWER)
     async with serve_app(llm.app()) as llm_url:
         client = make_openai_client(base_url=f"{llm_url}/v1", api_key=None,
@@ -254,13 +238,13 @@ async def _call(base_url: str, app, interruptions: int, backchannels: int, log) 
         spoken.append(dataclasses.replace(said, kind="question"))
         mark = said.end
         for i in range(interruptions):
-            if not await _heard(caller, mark, HEAR_BEFORE_CUT_S):
+            if not await heard_for(caller, mark, HEAR_BEFORE_CUT_S):
                 break  # the bot stopped answering: what was measured so far stands
             if i < backchannels:
                 said = await _say(mic, BACKCHANNEL_CLIPS[i % len(BACKCHANNEL_CLIPS)])
                 spoken.append(said)
                 await asyncio.sleep(BACKCHANNEL_SETTLE_S)
-                if not await _heard(caller, said.end, 0.2):
+                if not await heard_for(caller, said.end, 0.2):
                     break
             said = await _say(mic, INTERJECTIONS[i % len(INTERJECTIONS)])
             spoken.append(said)
@@ -269,7 +253,7 @@ async def _call(base_url: str, app, interruptions: int, backchannels: int, log) 
                 log(f"barge-in: [{i + 1}/{interruptions}] said {said.text!r}")
         # Hear the start of the answer to the last interjection: it closes the window in which
         # audio of the last cut turn would be stale.
-        await _heard(caller, mark, 0.3)
+        await heard_for(caller, mark, 0.3)
     finally:
         ended_at = time.monotonic()
         await caller.close()
@@ -287,9 +271,9 @@ def format_barge_in(result: dict) -> str:
         f"{result['interjections'] - result['interjections_missed']}/{result['interjections']} interjections "
         f"interrupted, {result['backchannels']} backchannels",
         f"{'':<44}{'P50':>7}{'P95':>7}{'n':>4}",
-        f"{'stop: decision -> last bot audio out (ms)':<44}{_fmt(stop['p50']):>7}{_fmt(stop['p95']):>7}{stop['n']:>4}",
-        f"{'decision: true speech start -> decision (ms)':<44}{_fmt(decision['p50']):>7}"
-        f"{_fmt(decision['p95']):>7}{decision['n']:>4}",
+        f"{'stop: decision -> last bot audio out (ms)':<44}{fmt(stop['p50']):>7}{fmt(stop['p95']):>7}{stop['n']:>4}",
+        f"{'decision: true speech start -> decision (ms)':<44}{fmt(decision['p50']):>7}"
+        f"{fmt(decision['p95']):>7}{decision['n']:>4}",
         f"stale frames {result['stale_frames']} (server {result['stale_frames_server']}, caller "
         f"{result['stale_frames_caller']}), backchannel false interruptions "
         f"{result['backchannel_false_interruptions']}",

@@ -1,0 +1,371 @@
+"""``agent bench``: Brisk against stock pipecat, side by side, on the same models and transport.
+
+    python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
+
+One ``Runtime`` (one LLM server, one Whisper, one voice) serves two HTTP servers in this
+process: stock pipecat as ``agent/pipeline.py`` builds it, and Brisk as configured by default.
+Each spoken turn of the corpus (``agent/bench/corpus.py``) is one real WebRTC call placed with
+the aiortc caller, first to one pipeline then to the other (which one goes first alternates),
+after one warm-up call to each.
+
+Per turn it records: voice-to-voice latency (true end of speech, found from the WAV's samples,
+to the first audible bot audio arriving at the caller), the server's latency waterfall re-based
+on that same end of speech, the CPU seconds this process (and the llama.cpp server, in embedded
+mode) spent during the call, and the LLM requests and tokens the turn cost, as the LLM server
+counted them (``agent/bench/meters.py``). With ``--llm scripted`` the LLM is a real
+OpenAI-compatible HTTP+SSE server on loopback with a fixed answer, TTFT and token rate
+(``agent/bench/scripted_llm.py``), so pipeline overhead is measured apart from model speed.
+
+A call ends (the caller hangs up) once the answer has been heard and the LLM is idle: with the
+scripted LLM, 0.3 s after the first audible answer audio and once no request is in flight; with
+the embedded LLM, when the server's turn record closes (the bot finished speaking). A turn is
+unanswered when no audible bot audio comes within 20 s of the end of speech, or when what comes
+is not an LLM answer (the apology spoken after an LLM error); unanswered turns are counted per
+side and left out of the latency statistics (``agent/bench/report.py``).
+
+After the A/B turns one more call goes to the Brisk server: the caller talks over the bot again
+and again (``agent/bench/barge_in.py``), always with a scripted LLM whose answer is long; its
+stop and decision times, stale frames and backchannel false interruptions go under
+``brisk.barge_in`` in the JSON.
+
+Then, without calls, two sections that measure pieces apart: per-processor overhead
+(``agent/bench/overhead.py``, ``processor_overhead`` in the JSON) and the phone path's front end,
+the same utterances through the VAD and streaming STT as 16 kHz PCM and as 8 kHz mu-law
+(``agent/bench/phone.py``, ``phone`` in the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipecat.audio.vad.vad_analyzer import VADParams
+
+from agent.bench import overhead, phone
+from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
+from agent.bench.corpus import WARMUP, Clip, render, select
+from agent.bench.listening import NO_ANSWER_S, first_audible_answer
+from agent.bench.meters import LLMMeter, LLMUsageObserver, prefix_warmups, process_cpu_s
+from agent.bench.plot import plot
+from agent.bench.report import FLAVORS, WAYPOINTS, format_table, machine_info, summarize_side, v2v_ratios
+from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
+from agent.bench.stats import fmt, word_error_rate
+from agent.caller.aiortc_caller import AUDIBLE_RMS, WavMicrophone, WebRTCCaller
+from agent.caller.call import running_server
+from agent.caller.loopback import serve_app
+from agent.config import load_config
+from agent.runtime import Runtime
+
+QUICK_TURNS = 8
+SCRIPTED_TTFT_MS = 300
+SCRIPTED_TOKENS_PER_S = 30.0
+# Spoken answers are one or two sentences; the cap only bounds a rambling small model.
+EMBEDDED_MAX_TOKENS = 60
+LISTEN_S = 0.3  # scripted: how much of the answer to hear before hanging up
+
+
+# -- one call ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    flavor: str
+    base_url: str
+    app: object
+
+
+def answering_record(records: list[dict], end: float) -> dict | None:
+    """The server turn record whose first audio came after the end of speech, else the last one.
+
+    A turn with pauses can be split by the pipeline into several records; a fragment answered
+    before the user finished is not the answer to the turn.
+    """
+    for record in records:
+        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
+        if t0 is not None and fao is not None and t0 + fao / 1000 > end:
+            return record
+    return records[-1] if records else None
+
+
+def rebased_stages(record: dict | None, end: float) -> dict:
+    """Waterfall in ms after the true end of speech (the server measured from the VAD's estimate)."""
+    stages = {"speech_end": 0.0}
+    raw = (record or {}).get("stages_ms") or {}
+    t0 = (record or {}).get("t0_monotonic")
+    for stage in WAYPOINTS:
+        ms = raw.get(stage)
+        stages[stage] = None if ms is None or t0 is None else round((t0 + ms / 1000 - end) * 1000, 1)
+    return stages
+
+
+async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | None,
+                     scripted_llm: ScriptedLLM | None, before_call=None) -> dict:
+    """Speak ``clip`` into one new call to ``side``; return the turn's measurements.
+
+    ``before_call`` (a coroutine function) runs first, outside the measured window.
+    """
+    if before_call is not None:
+        await before_call()
+    caller = WebRTCCaller(side.base_url)
+    mic = WavMicrophone(clip.samples, clip.sample_rate)
+    calls = side.app.state.calls
+    usage = LLMUsageObserver()
+
+    def attach(_pc_id, new_call):
+        new_call.worker.add_observer(usage)
+
+    # Before the call starts, so what its prefix warmer sends at the start is the call's cost.
+    server_mark = await meter.mark()
+    calls.listeners.append(attach)
+    try:
+        await caller.connect(mic)
+    finally:
+        calls.listeners.remove(attach)
+    pc_id = caller.pc_id
+    call, task = calls.calls.get(pc_id), calls.tasks.get(pc_id)
+    requests_before = len(scripted_llm.requests) if scripted_llm else 0
+    cpu0, llm_cpu0 = time.process_time(), process_cpu_s(llm_pid)
+    records_before = len(call.latency.turns) if call else 0
+
+    def done(first: float, now: float) -> bool:
+        if scripted_llm is not None:
+            return now - first >= LISTEN_S and not scripted_llm.busy(requests_before)
+        closed = call.latency.turns[records_before:] if call else []
+        return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
+
+    try:
+        await asyncio.wait_for(mic.finished.wait(), timeout=clip.duration_s + 30)
+        end = mic.time_of_sample(round(clip.speech_end_s * clip.sample_rate))
+        first, cut = await first_audible_answer(caller, end, done)
+        cpu = time.process_time() - cpu0
+        llm_cpu1 = process_cpu_s(llm_pid)
+    finally:
+        await caller.close()
+        if task is not None:
+            # The pipeline closes its last turn record as it ends; wait for it.
+            await asyncio.wait([task], timeout=10)
+    records = call.latency.summary()["turns"] if call else []
+    record = answering_record(records, end)
+    utterance = clip.utterance
+    # What the pipeline heard of the whole utterance, even when it cut it into several turns.
+    heard = records[: records.index(record) + 1] if record else []
+    user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
+    stats = getattr(call, "speculation", None)
+    llm = await meter.measure(usage, server_mark, speculation=stats, warmups=prefix_warmups(call))
+    if first is None:
+        outcome = "no_audio"
+    elif any(r.get("bot_text") for r in records):
+        outcome = "answered"
+    else:
+        outcome = "no_llm_answer"  # audio, but no LLM text: the spoken apology after an LLM error
+    return {
+        "utterance": utterance.id,
+        "kind": utterance.kind,
+        "voice": utterance.voice,
+        "wpm": utterance.wpm,
+        "text": utterance.text,
+        "side": side.flavor,
+        "speech_end_s": round(clip.speech_end_s, 3),
+        "last_voiced_s": round(clip.last_voiced_s, 3),
+        "answered": outcome == "answered",
+        "outcome": outcome,
+        "cut": cut,
+        "v2v_ms": None if first is None else round((first - end) * 1000, 1),
+        "stages_ms": rebased_stages(record, end),
+        "user_text": user_text,
+        "wer": round(word_error_rate(utterance.text, user_text), 3),
+        "bot_text": (record or {}).get("bot_text", ""),
+        "pipeline_turns": len(records),
+        "speculative": bool((record or {}).get("speculative")),
+        "cpu_s": {
+            "agent": round(cpu, 3),
+            "llm_server": None if llm_cpu0 is None or llm_cpu1 is None else round(llm_cpu1 - llm_cpu0, 3),
+        },
+        "llm": llm,
+        "speculation": stats.as_dict() if stats is not None else None,
+    }
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def run_bench(*, llm: str, turns: int | None, quick: bool,
+                    ttft_ms: int = SCRIPTED_TTFT_MS, tokens_per_s: float = SCRIPTED_TOKENS_PER_S) -> dict:
+    machine = machine_info()
+    utterances = select(turns, quick)
+    clips = [render(u) for u in utterances]
+    warmup = render(WARMUP)
+    scripted = llm == "scripted"
+    scripted_llm = ScriptedLLM(ttft_s=ttft_ms / 1000, tokens_per_s=tokens_per_s) if scripted else None
+
+    async with AsyncExitStack() as stack:
+        if scripted:
+            llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+        else:
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
+        _log(f"bench: starting the runtime ({llm} LLM) ...")
+        runtime = Runtime(config)
+        stack.push_async_callback(runtime.stop)
+        await runtime.start()
+        llm_server = runtime.llm_server
+        llm_pid = llm_server.pid if llm_server else None
+        # llama-server serves /metrics at its root, beside the OpenAI API's /v1.
+        metrics_url = f"{llm_server.base_url.removesuffix('/v1')}/metrics" if llm_server else None
+        meter = LLMMeter(metrics_url=metrics_url)
+
+        async def reset_llm_cache():
+            # llama.cpp keeps the last prompt in its KV cache: without this, whichever side hears
+            # an utterance second would find the other side's identical question already
+            # prefilled. Every call starts where a fresh call does: the system prompt cached.
+            if llm_server is not None:
+                await llm_server.warm(config.system_prompt)
+
+        sides = {}
+        for flavor in FLAVORS:
+            base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
+            sides[flavor] = Side(flavor, base_url, app)
+
+        for flavor in FLAVORS:
+            warm = await bench_call(sides[flavor], warmup, meter, llm_pid, scripted_llm, reset_llm_cache)
+            _log(f"bench: warm-up {flavor}: v2v {fmt(warm['v2v_ms'])} ms")
+
+        results: list[dict] = []
+        total = 2 * len(clips)
+        for i, clip in enumerate(clips):
+            order = FLAVORS if i % 2 == 0 else FLAVORS[::-1]
+            for flavor in order:
+                turn = await bench_call(sides[flavor], clip, meter, llm_pid, scripted_llm, reset_llm_cache)
+                turn["pair"] = i
+                turn["order"] = len(results)
+                results.append(turn)
+                _log(
+                    f"[{len(results)}/{total}] {flavor:5} {clip.utterance.id:20} v2v {fmt(turn['v2v_ms']):>5} ms"
+                    f"  heard {turn['user_text']!r}"
+                )
+
+        # After the A/B turns, so its load never overlaps a measured turn.
+        _log("bench: barge-in call (brisk, scripted LLM) ...")
+        barge_in = await run_barge_in(
+            config, runtime, interruptions=QUICK_INTERRUPTIONS if quick else FULL_INTERRUPTIONS,
+            ttft_s=ttft_ms / 1000, tokens_per_s=tokens_per_s, log=_log,
+        )
+
+    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    by_side = {f: [t for t in results if t["side"] == f] for f in FLAVORS}
+    return {
+        "stock": summarize_side(by_side["stock"]),
+        "brisk": {**summarize_side(by_side["brisk"]), "barge_in": barge_in},
+        "ratio": v2v_ratios(results),
+        "turns": results,
+        "machine": machine,
+        "config": {
+            "llm": llm,
+            "llm_model": runtime.resources.llm_model if runtime.resources else None,
+            "scripted": {"ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s, "answer": DEFAULT_ANSWER}
+            if scripted else None,
+            "llm_max_tokens": config.llm_max_tokens,
+            "turns_per_side": len(clips),
+            "quick": quick,
+            "order": "per utterance, stock and brisk back to back, alternating which goes first",
+            "warmup_calls_per_side": 1,
+            "barge_in": BARGE_IN_METHOD,
+            "tts": config.tts_engine,
+            "whisper_model": config.whisper_model,
+            "vad": {
+                "stock": VADParams().model_dump(),
+                "brisk": {"confidence": config.vad_confidence, "start_secs": config.vad_start_secs,
+                          "stop_secs": config.vad_stop_secs, "min_volume": config.vad_min_volume},
+            },
+            "turn_stop": {"stock": "pipecat default UserTurnStrategies (Smart Turn v3)",
+                          "brisk": f"speech timeout {config.turn_stop_timeout_secs} s after the VAD stop"},
+            "speech_end": "end of the last 10 ms window within 40 dB of the clip's loudest (agent/audio.py)",
+            "v2v": f"speech end -> first received audio chunk with RMS >= {AUDIBLE_RMS:g} at the aiortc caller",
+            "hang_up": "scripted: 0.3 s after the first answer audio, LLM idle; embedded: bot finished speaking",
+            "no_answer_s": NO_ANSWER_S,
+            "llm_cache": None if scripted else "before every call the llama.cpp KV cache is reset to the "
+                         "system prompt (LocalLLMServer.warm), so no side inherits the other's prefill",
+            "llm_tokens_source": meter.source,
+            "llm_tokens": "requests: completions the pipeline's LLM service started (drafts included); "
+                          "warmups: the prefix warmer's out-of-band max_tokens=1 completions; tokens as "
+                          "llm_tokens_source says: 'usage' = the usage each completion reported (pipecat's "
+                          "LLMUsageMetricsData; the scripted LLM counts words with their leading space) plus, "
+                          "for drafts cut mid-stream, processors/speculation_stats.py's count (streamed chunks, "
+                          "estimated prompt); cancelled = requests that reported no usage; 'server_metrics' = "
+                          "llama-server's /metrics counters over the call; null = unknown",
+            "cpu": "time.process_time() of this process (servers, caller and scripted LLM) from connect to "
+                   "hang-up; llm_server: psutil user + system time of the llama.cpp server process",
+        },
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m agent bench",
+        description="Brisk vs stock pipecat, interleaved per spoken turn over real WebRTC calls.",
+    )
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_TURNS} turns with the scripted LLM (a few minutes)")
+    parser.add_argument("--llm", choices=("embedded", "scripted"), default=None,
+                        help="embedded: the packaged local model (default); scripted: a loopback "
+                             "OpenAI-compatible server with a fixed answer (default with --quick)")
+    parser.add_argument("--turns", type=int, default=None,
+                        help="spoken turns per side (default: the whole corpus, or 8 with --quick)")
+    parser.add_argument("--json", dest="json_path", default=None, help="write the full results as JSON here")
+    parser.add_argument("--plot", dest="plot_path", default=None, help="write a PNG (waterfall + v2v CDF) here")
+    parser.add_argument("--scripted-ttft-ms", type=int, default=SCRIPTED_TTFT_MS,
+                        help="scripted LLM time to first token (default 300)")
+    parser.add_argument("--scripted-tokens-per-s", type=float, default=SCRIPTED_TOKENS_PER_S,
+                        help="scripted LLM token rate (default 30)")
+    args = parser.parse_args(argv)
+    if args.llm is None:
+        args.llm = "scripted" if args.quick else "embedded"
+    if args.turns is None and args.quick:
+        args.turns = QUICK_TURNS
+    if args.turns is not None and args.turns < 1:
+        parser.error("--turns must be at least 1")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    from loguru import logger
+
+    # pipecat logs every call's set-up and tear-down; the table is what matters here.
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+
+    started = time.monotonic()
+    result = asyncio.run(
+        run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
+                  ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
+    )
+    result["machine"]["wall_s"] = round(time.monotonic() - started, 1)
+    print(format_table(result))
+    # Per-processor overhead: seconds of work, so it runs after the calls, not between them.
+    result["processor_overhead"] = asyncio.run(overhead.measure(frames=500 if args.quick else 2000))
+    print()
+    print(overhead.format_overhead(result["processor_overhead"]))
+    # The phone path's front end (VAD + STT at 8 kHz mu-law vs 16 kHz), on the same utterances.
+    result["phone"] = asyncio.run(phone.measure(select(args.turns, args.quick)))
+    print()
+    print(phone.format_phone(result["phone"]))
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(result, indent=2))
+        print(f"JSON written to {args.json_path}")
+    if args.plot_path:
+        plot(result, args.plot_path)
+        print(f"plot written to {args.plot_path}")
+    return 0

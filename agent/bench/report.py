@@ -1,0 +1,165 @@
+"""``agent bench``'s results: per-side statistics, the Brisk/stock ratios, the table, the machine.
+
+``summarize_side`` turns one side's turns (``ab.bench_call``'s dicts) into its JSON object,
+``v2v_ratios`` gives the ``ratio`` object (paired bootstrap over utterances), ``format_table``
+prints both sides, and ``machine_info`` records where and on what the run happened.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from agent.bench.barge_in import format_barge_in
+from agent.bench.stats import BOOTSTRAP_RESAMPLES, bootstrap_ratio, fmt, percentiles
+from processors.latency import STAGES
+from processors.speculation_stats import merge_reports
+
+FLAVORS = ("stock", "brisk")
+# The waterfall in pipeline order: the latency observer's stages after the reference (0 ms).
+WAYPOINTS = tuple(stage for stage in STAGES if stage != "speech_end")
+
+
+def summarize_side(turns: list[dict]) -> dict:
+    """Per-side statistics: latency over the answered turns, ``unanswered`` counts the rest.
+
+    A turn is unanswered when no audible bot audio came (``no_audio``) or when what came was not
+    an LLM answer (``no_llm_answer``: the apology spoken after an LLM error). An LLM total is
+    None when any turn's count is unknown.
+    """
+    llm_keys = sorted({k for t in turns for k in t["llm"]})
+    answered = [t for t in turns if t["answered"]]
+    speculation = [t["speculation"] for t in turns if t.get("speculation") is not None]
+    return {
+        "turns": len(turns),
+        "answered": len(answered),
+        "unanswered": len(turns) - len(answered),
+        "outcomes": {o: sum(t.get("outcome") == o for t in turns) for o in ("no_audio", "no_llm_answer")},
+        "cut": sum(t["cut"] for t in turns),
+        "wer_mean": round(float(np.mean([t["wer"] for t in turns])), 3) if turns else None,
+        "split_turns": sum(t["pipeline_turns"] > 1 for t in turns),
+        "v2v_ms": percentiles([t["v2v_ms"] for t in answered]),
+        # A stage the server could not tie to the answer (None) leaves that turn out of its row.
+        "stages_ms": {s: percentiles([t["stages_ms"].get(s) for t in answered]) for s in WAYPOINTS},
+        "cpu_s_per_turn": {
+            "agent": percentiles([t["cpu_s"]["agent"] for t in turns]),
+            "llm_server": percentiles([t["cpu_s"]["llm_server"] for t in turns]),
+        },
+        "speculation": merge_reports(speculation) if speculation else None,
+        "llm_totals": {
+            k: (None if any(t["llm"].get(k) is None for t in turns) else sum(t["llm"][k] for t in turns))
+            for k in llm_keys
+        },
+    }
+
+
+def v2v_ratios(turns: list[dict]) -> dict:
+    """The ``ratio`` object: brisk/stock P50 and P95 of voice-to-voice with their 95% intervals,
+    pairing the two sides' turns of each utterance (``pair``); unanswered turns are None."""
+    paired = {
+        flavor: [t["v2v_ms"] if t["answered"] else None
+                 for t in sorted((t for t in turns if t["side"] == flavor), key=lambda t: t["pair"])]
+        for flavor in FLAVORS
+    }
+    ratio = {}
+    for q in (50, 95):
+        value, interval = bootstrap_ratio(paired["stock"], paired["brisk"], q)
+        ratio[f"v2v_p{q}"] = value
+        ratio[f"v2v_p{q}_ci95"] = interval
+    ratio["method"] = (f"brisk/stock; paired bootstrap over utterances, {BOOTSTRAP_RESAMPLES} resamples, "
+                       "percentile CI (scipy.stats.bootstrap)")
+    return ratio
+
+
+def _count(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def format_table(result: dict) -> str:
+    stock, brisk, ratio, config = result["stock"], result["brisk"], result["ratio"], result["config"]
+    llm = config["llm"]
+    if llm == "scripted":
+        llm = f"scripted (TTFT {config['scripted']['ttft_ms']} ms, {config['scripted']['tokens_per_s']:g} tok/s)"
+    else:
+        llm = f"embedded ({config['llm_model']})"
+    lines = [
+        f"Brisk vs stock pipecat: {stock['turns']} turns each, LLM {llm}, {result['machine']['date']}",
+        "",
+        f"{'ms after the true end of speech':<34}{'stock P50':>10}{'P95':>7}{'mean':>7}"
+        f"{'brisk P50':>12}{'P95':>7}{'mean':>7}{'B/A P50':>9}{'n':>8}",
+    ]
+
+    def row(name, a, b):
+        r = "-" if not a["p50"] or b["p50"] is None else f"{b['p50'] / a['p50']:.2f}"
+        lines.append(
+            f"{name:<34}{fmt(a['p50']):>10}{fmt(a['p95']):>7}{fmt(a['mean']):>7}"
+            f"{fmt(b['p50']):>12}{fmt(b['p95']):>7}{fmt(b['mean']):>7}{r:>9}{a['n']:>4}/{b['n']:<3}"
+        )
+
+    for stage in WAYPOINTS:
+        row(stage, stock["stages_ms"][stage], brisk["stages_ms"][stage])
+    row("voice-to-voice (heard by caller)", stock["v2v_ms"], brisk["v2v_ms"])
+    lines.append("")
+
+    def ci(key):
+        value, interval = ratio[key], ratio[f"{key}_ci95"]
+        return "-" if value is None else f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+    lines.append(f"B/A voice-to-voice: P50 {ci('v2v_p50')}   P95 {ci('v2v_p95')}   (paired bootstrap 95% CI)")
+    for name, side in (("stock", stock), ("brisk", brisk)):
+        tot = side["llm_totals"]
+        cpu = side["cpu_s_per_turn"]
+        llm_cpu = cpu["llm_server"]["mean"]
+        lines.append(
+            f"{name}: answered {side['answered']}/{side['turns']} (no audio {side['outcomes']['no_audio']}, "
+            f"apology after an LLM error {side['outcomes']['no_llm_answer']}), "
+            f"WER {side['wer_mean']}, split into several turns {side['split_turns']}, "
+            f"CPU s/turn {cpu['agent']['mean']}" + ("" if llm_cpu is None else f" + LLM server {llm_cpu}")
+            + f"; LLM requests {_count(tot.get('requests'))}, prompt tokens {_count(tot.get('prompt_tokens'))}, "
+            f"generated {_count(tot.get('completion_tokens'))}, cancelled {_count(tot.get('cancelled'))}"
+        )
+        spec = side.get("speculation")
+        if spec:
+            lines.append(
+                f"{name} speculation: drafts {spec['drafts_started']}, committed {spec['committed']}, "
+                f"cancelled {spec['cancelled']}, superseded {spec['superseded']}, hit rate {spec['hit_rate']}, "
+                f"wasted tokens {spec['wasted_prompt_tokens']} prompt + {spec['wasted_completion_tokens']} generated"
+            )
+    if config.get("llm_tokens_source") is None:
+        lines.append("LLM tokens: ? = unknown (the LLM server reported no usage and has no /metrics)")
+    if brisk.get("barge_in"):
+        lines += ["", format_barge_in(brisk["barge_in"])]
+    return "\n".join(lines)
+
+
+def machine_info() -> dict:
+    """The ``machine`` object at the start of a run (``loadavg_end`` and ``wall_s`` come later)."""
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    cpu_model = None
+    try:
+        cpu_model = next(
+            (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+             if line.startswith("model name")), None)
+    except OSError:
+        pass
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu_model": cpu_model,
+        "cpus": len(os.sched_getaffinity(0)),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "pipecat": version("pipecat-ai"),
+        "faster_whisper": version("faster-whisper"),
+        "llama_cpp_python": version("llama_cpp_python"),
+    }

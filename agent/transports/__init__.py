@@ -1,0 +1,1 @@
+"""How callers reach a pipeline: WebRTC from the browser, Twilio phone calls, LiveKit rooms."""

@@ -1,0 +1,160 @@
+"""Browser calls over WebRTC: SmallWebRTC signalling and one pipeline per peer.
+
+    POST  /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id"}   (starts a call)
+    PATCH /api/offer   {"pc_id", "candidates": [...]}                          (trickle ICE)
+
+Offers are checked before aiortc sees them (size, JSON shape, SDP type and syntax) and get a
+4xx with the reason when they are wrong; the server keeps serving whatever a client sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from fastapi import APIRouter, HTTPException, Request
+from loguru import logger
+from pipecat.transports.smallwebrtc.connection import IceServer, SmallWebRTCConnection
+from pipecat.transports.smallwebrtc.request_handler import (
+    IceCandidate,
+    SmallWebRTCPatchRequest,
+    SmallWebRTCRequest,
+    SmallWebRTCRequestHandler,
+)
+from pipecat.workers.runner import WorkerRunner
+
+from agent.pipeline import Flavor, build_call, webrtc_transport
+from agent.runtime import Runtime
+
+OFFER_PATH = "/api/offer"
+
+
+class CallManager:
+    """Runs one pipeline per WebRTC peer and tears it down when the peer goes away."""
+
+    def __init__(self, runtime: Runtime, flavor: Flavor = "brisk"):
+        self.runtime = runtime
+        self.flavor = flavor
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.calls: dict[str, object] = {}
+        self.listeners: list = []  # callables(pc_id, Call) run when a call is assembled (tests, bench)
+
+    @property
+    def active(self) -> int:
+        return sum(1 for t in self.tasks.values() if not t.done())
+
+    async def start_call(self, connection: SmallWebRTCConnection) -> None:
+        transport = webrtc_transport(connection)
+        call = build_call(self.runtime.resources, transport, flavor=self.flavor)
+        pc_id = connection.pc_id
+        self.calls[pc_id] = call
+        for listener in self.listeners:
+            listener(pc_id, call)
+
+        @transport.event_handler("on_client_disconnected")
+        async def on_client_disconnected(_transport, _client):
+            logger.info(f"call {pc_id}: client disconnected, ending the call")
+            await call.worker.cancel(reason="client disconnected")
+
+        async def run():
+            runner = WorkerRunner(handle_sigint=False)
+            try:
+                await runner.add_workers(call.worker)
+                await runner.run()
+            except Exception:
+                logger.exception(f"call {pc_id} failed")
+            finally:
+                logger.info(f"call {pc_id} ended: {json.dumps(call.latency.summary()['processors'])}")
+                self.tasks.pop(pc_id, None)
+
+        self.tasks[pc_id] = asyncio.create_task(run(), name=f"call-{pc_id}")
+
+    async def stop(self) -> None:
+        for call in list(self.calls.values()):
+            await call.worker.cancel(reason="server shutting down")
+        if self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=5)
+
+
+def _bad_request(status: int, detail: str) -> HTTPException:
+    logger.warning(f"rejected offer: {detail}")
+    return HTTPException(status_code=status, detail=detail)
+
+
+async def parse_offer(request: Request, max_bytes: int) -> SmallWebRTCRequest:
+    """Validate an offer before aiortc sees it: size, JSON shape, SDP type and syntax."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise _bad_request(413, f"offer too large ({declared} bytes > {max_bytes})")
+    body = await request.body()
+    if len(body) > max_bytes:
+        raise _bad_request(413, f"offer too large ({len(body)} bytes > {max_bytes})")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad_request(400, "offer body is not JSON") from None
+    if not isinstance(data, dict):
+        raise _bad_request(400, 'offer must be a JSON object {"sdp", "type"}')
+    sdp, sdp_type = data.get("sdp"), data.get("type")
+    if not isinstance(sdp, str) or not sdp.startswith("v=0"):
+        raise _bad_request(400, "offer.sdp must be an SDP string starting with 'v=0'")
+    if sdp_type != "offer":
+        raise _bad_request(400, f"offer.type must be 'offer', got {sdp_type!r}")
+    if "m=audio" not in sdp:
+        raise _bad_request(400, "offer has no audio media section (m=audio)")
+    pc_id = data.get("pc_id")
+    if pc_id is not None and not isinstance(pc_id, str):
+        raise _bad_request(400, "offer.pc_id must be a string")
+    return SmallWebRTCRequest(sdp=sdp, type=sdp_type, pc_id=pc_id, restart_pc=bool(data.get("restart_pc")))
+
+
+class WebRTCSignalling:
+    """The offer routes (``.router``) and the browser calls in progress (``.calls``)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        ice_servers: list[str],
+        max_calls: int,
+        max_offer_bytes: int,
+        flavor: Flavor = "brisk",
+    ):
+        self.runtime = runtime
+        self.max_calls = max_calls
+        self.max_offer_bytes = max_offer_bytes
+        self.calls = CallManager(runtime, flavor=flavor)
+        self.handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in ice_servers])
+        self.router = APIRouter()
+        self.router.add_api_route(OFFER_PATH, self.offer, methods=["POST"])
+        self.router.add_api_route(OFFER_PATH, self.ice_candidate, methods=["PATCH"])
+
+    async def offer(self, request: Request):
+        webrtc_request = await parse_offer(request, self.max_offer_bytes)
+        if self.runtime.resources is None:
+            raise HTTPException(status_code=503, detail=self.runtime.error or "Brisk is still starting; retry shortly")
+        if webrtc_request.pc_id is None and self.calls.active >= self.max_calls:
+            raise HTTPException(status_code=503, detail=f"busy: {self.calls.active} calls in progress")
+        try:
+            answer = await self.handler.handle_web_request(webrtc_request, self.calls.start_call)
+        except HTTPException:
+            raise
+        except Exception as e:
+            raise _bad_request(400, f"could not accept the offer: {e}") from None
+        return answer
+
+    async def ice_candidate(self, request: Request):
+        try:
+            data = await request.json()
+            patch = SmallWebRTCPatchRequest(
+                pc_id=data["pc_id"],
+                candidates=[IceCandidate(**c) for c in data.get("candidates", [])],
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise _bad_request(400, f"malformed ICE candidate patch: {e}") from None
+        await self.handler.handle_patch_request(patch)
+        return {"status": "success"}
+
+    async def stop(self) -> None:
+        await self.calls.stop()
+        await self.handler.close()

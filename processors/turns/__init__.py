@@ -1,0 +1,1 @@
+"""User turn strategies (pipecat keeps one per file under pipecat/turns/) and what they decide on."""
