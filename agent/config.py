@@ -39,13 +39,32 @@ class BriskConfig(BaseSettings):
     max_offer_bytes: int = Field(
         65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413."
     )
-    max_calls: int = Field(4, ge=1, description="Concurrent calls this process accepts (2 cores: keep it small).")
+    max_calls: int = Field(
+        4, ge=1, description="Calls this process takes at once, over every transport together (see README Capacity)."
+    )
+    call_idle_timeout_secs: float = Field(
+        60.0, ge=0, description="A call whose caller sends no audio this long is ended (0 = never)."
+    )
+    call_max_duration_secs: float = Field(3600.0, ge=0, description="Longest a call may last (0 = no limit).")
+    busy_text: str = Field(
+        "Sorry, all our lines are busy right now. Please call again in a few minutes.",
+        description="What a phone caller hears when every line is taken, before the call ends.",
+    )
     log_level: str = Field("INFO", description="loguru level: DEBUG, INFO, WARNING, ERROR.")
 
     # --- models on disk -------------------------------------------------------------------
     models_dir: Path = Field(
         Path.home() / ".cache" / "brisk" / "models",
         description="Where joined model files (GGUF, Whisper base) are prepared once.",
+    )
+
+    llama_server_dir: Path = Field(
+        Path.home() / ".cache" / "brisk" / "llama-server",
+        description="Where llama.cpp's llama-server is built once per version and CPU flags.",
+    )
+    llama_cpu_flags: str | None = Field(
+        None,
+        description="CMake CPU flags for building llama-server; unset = AVX2 (+AVX-512 where present), no AMX.",
     )
 
     # --- VAD + turn taking ----------------------------------------------------------------
@@ -78,7 +97,10 @@ class BriskConfig(BaseSettings):
     )
     whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
     stt_partial_interval_secs: float = Field(
-        0.2, gt=0, description="Target cadence of partial transcripts while the user speaks."
+        0.2, gt=0, description="Target cadence of partial transcripts while the user speaks (stretches under load)."
+    )
+    stt_max_utterance_secs: float = Field(
+        20.0, gt=1, description="Speech without a pause this long is transcribed so far and continued as a new utterance."
     )
 
     # --- LLM ------------------------------------------------------------------------------
@@ -91,7 +113,12 @@ class BriskConfig(BaseSettings):
         "qwen-0.5b", description="Embedded GGUF: qwen-0.5b (default) or smollm2-135m (faster, weaker)."
     )
     llm_threads: int = Field(2, ge=1, description="CPU threads for the embedded llama.cpp server.")
-    llm_context_tokens: int = Field(2048, ge=256, description="Context window of the embedded LLM server.")
+    llm_context_tokens: int = Field(
+        2048, ge=256, description="Context window of each call in the embedded LLM server (one slot's)."
+    )
+    llm_parallel: int | None = Field(
+        None, ge=1, description="Slots of the embedded LLM server (calls decoded at once); unset = max_calls."
+    )
     llm_max_tokens: int = Field(150, ge=1, description="Cap on tokens per answer (spoken answers stay short).")
     llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
     llm_connect_timeout_secs: float = Field(2.0, gt=0, description="HTTP connect timeout to the LLM.")

@@ -1,8 +1,11 @@
 """A supervised local llama.cpp server speaking the OpenAI API on a loopback port.
 
-The server runs as a child process (`python -m llama_cpp.server`) so a crash in native code
-cannot take the agent down with it; the supervisor restarts it with backoff and puts the
-system prompt back in its KV cache, because a cold prompt costs seconds of first-token time.
+The server is llama.cpp's own ``llama-server`` (built by agent/llama_build.py), run as a
+child process so a crash in native code cannot take the agent down with it. It serves several
+calls at once: ``parallel`` slots decode together (continuous batching), each keeps its own
+prompt cache, a request goes to the idle slot whose cached prompt it shares most of, and no
+request ever ends another's stream. The supervisor restarts it with backoff and puts the
+system prompt back into every slot, because a cold prompt costs seconds of first-token time.
 """
 
 from __future__ import annotations
@@ -35,26 +38,14 @@ class LLMServerError(RuntimeError):
     """The LLM server could not be started or stopped answering."""
 
 
-@functools.cache
-def _settings_env_names() -> frozenset[str]:
-    """Environment variables the server would read as settings.
-
-    llama_cpp.server's settings are pydantic BaseSettings without a prefix, and uvicorn.run is
-    given os.getenv("HOST"/"PORT"): an unrelated PORT or API_KEY in our environment would
-    silently move the server or lock us out of it.
-    """
-    try:
-        from llama_cpp.server.settings import Settings
-    except ImportError as error:
-        raise LLMServerError(
-            f"llama-cpp-python[server] is not importable ({error}); install it with `make install`"
-        ) from error
-    return frozenset({name.upper() for name in Settings.model_fields} | {"CONFIG_FILE"})
-
-
 def _child_env() -> dict[str, str]:
-    blocked = _settings_env_names()
-    return {key: value for key, value in os.environ.items() if key.upper() not in blocked}
+    """Our environment, less what llama-server would read as its settings.
+
+    Every option of llama-server has an ``LLAMA_ARG_*`` variable (and ``LLAMA_API_KEY`` locks
+    the API): one set in our environment for something else would silently move the server,
+    resize it or lock us out of it. ``HF_*`` would let it reach for a model hub.
+    """
+    return {key: value for key, value in os.environ.items() if not key.upper().startswith(("LLAMA_", "HF_"))}
 
 
 # Resolved once in the parent: between fork and exec in a threaded parent, the child may make
@@ -103,7 +94,9 @@ class LocalLLMServer:
         *,
         model_alias: str = "local",
         n_ctx: int = 2048,
+        parallel: int = 1,
         n_threads: int | None = None,
+        binary: Path | str,
         log_dir: Path | str | None = None,
         start_timeout_s: float = 120.0,
         warm_timeout_s: float = 120.0,
@@ -116,7 +109,10 @@ class LocalLLMServer:
         Args:
             model_path: the GGUF file (see agent.models.llm_model_path).
             model_alias: the model name clients send.
+            n_ctx: context tokens of each slot (one call's prompt and answer).
+            parallel: slots: requests decoded at once, each with its own prompt cache.
             n_threads: decode threads; defaults to the CPUs this process may run on.
+            binary: the llama-server executable (agent.llama_build.find_binary).
             log_dir: where `llama-server-<alias>-<pid>.log` goes (pid of this process: two
                 agents on one model cache must not truncate and interleave one file); defaults
                 to the model cache.
@@ -127,6 +123,8 @@ class LocalLLMServer:
         self._model_path = Path(model_path)
         self._model_alias = model_alias
         self._n_ctx = n_ctx
+        self._parallel = max(1, parallel)
+        self._binary = Path(binary)
         self._n_threads = n_threads or len(os.sched_getaffinity(0))
         self._log_path = Path(log_dir or DEFAULT_CACHE_DIR) / f"llama-server-{model_alias}-{os.getpid()}.log"
         self._start_timeout_s = start_timeout_s
@@ -181,6 +179,7 @@ class LocalLLMServer:
             "healthy": self.healthy,
             "model": str(self._model_path),
             "model_alias": self._model_alias,
+            "slots": self._parallel,
             "base_url": self.base_url if self._port is not None else None,
             "pid": self.pid,
             "restarts": self._restarts,
@@ -194,6 +193,8 @@ class LocalLLMServer:
             raise LLMServerError(f"the LLM server is already {self._state}")
         if not self._model_path.is_file():
             raise LLMServerError(f"model file {self._model_path} does not exist")
+        if not os.access(self._binary, os.X_OK):
+            raise LLMServerError(f"llama-server {self._binary} is not an executable")
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         # One log per run: restarts append to it, so a crash loop reads as one story.
         self._log_path.write_bytes(b"")
@@ -211,8 +212,13 @@ class LocalLLMServer:
         atexit.register(self._kill_at_exit)
         self._supervisor = asyncio.create_task(self._supervise(), name=f"llm-server-{self._model_alias}")
 
+    @property
+    def metrics_url(self) -> str:
+        """llama-server's Prometheus metrics (tokens prompted, cached and generated)."""
+        return self.base_url.removesuffix("/v1") + "/metrics"
+
     async def warm(self, system_prompt: str) -> None:
-        """Evaluate `system_prompt` now so the first real turn finds it in the KV cache.
+        """Evaluate `system_prompt` in every slot now, so any call's first turn finds it cached.
 
         Remembered, and replayed after every restart.
         """
@@ -239,14 +245,17 @@ class LocalLLMServer:
         """Start one server process and wait for it to answer; kill it if it never does."""
         assert self._port is not None and self._client is not None
         command = [
-            # faulthandler: a crash in native code leaves a Python stack in the log.
-            sys.executable, "-X", "faulthandler", "-m", "llama_cpp.server",
+            str(self._binary),
             "--model", str(self._model_path),
-            "--model_alias", self._model_alias,
-            "--n_ctx", str(self._n_ctx),
-            "--n_threads", str(self._n_threads),
+            "--alias", self._model_alias,
+            # The context is split evenly between the slots: each gets one call's worth.
+            "--ctx-size", str(self._n_ctx * self._parallel),
+            "--parallel", str(self._parallel),
+            "--threads", str(self._n_threads),
             "--host", "127.0.0.1",
             "--port", str(self._port),
+            "--metrics",
+            "--no-webui",
         ]  # fmt: skip
         with self._log_path.open("ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
@@ -283,7 +292,8 @@ class LocalLLMServer:
 
     async def _wait_until_answering(self) -> None:
         assert self._process is not None and self._client is not None
-        url = f"{self.base_url}/models"
+        # 503 while the model loads, 200 once it can answer.
+        url = self.base_url.removesuffix("/v1") + "/health"
         while True:
             if self._process.returncode is not None:
                 raise LLMServerError(
@@ -301,21 +311,28 @@ class LocalLLMServer:
 
     async def _send_warm_request(self, system_prompt: str) -> None:
         assert self._client is not None
-        response = await self._client.post(
-            f"{self.base_url}/chat/completions",
-            json={
-                "model": self._model_alias,
-                "messages": [
-                    {"role": "system", "content": system_prompt},
-                    # Some chat templates reject a conversation without a user turn.
-                    {"role": "user", "content": "Hi"},
-                ],
-                "max_tokens": 1,
-            },
-            timeout=self._warm_timeout_s,
-        )
-        response.raise_for_status()
-        logger.debug(f"LLM server {self._model_alias} warmed with the system prompt")
+
+        async def warm_slot(slot: int):
+            response = await self._client.post(
+                f"{self.base_url}/chat/completions",
+                json={
+                    "model": self._model_alias,
+                    "messages": [
+                        {"role": "system", "content": system_prompt},
+                        # Some chat templates reject a conversation without a user turn.
+                        {"role": "user", "content": "Hi"},
+                    ],
+                    "max_tokens": 1,
+                    "id_slot": slot,
+                    "cache_prompt": True,
+                },
+                timeout=self._warm_timeout_s,
+            )
+            response.raise_for_status()
+
+        # All at once: the slots prefill together in one batch.
+        await asyncio.gather(*(warm_slot(slot) for slot in range(self._parallel)))
+        logger.debug(f"LLM server {self._model_alias}: {self._parallel} slots warmed with the system prompt")
 
     async def _supervise(self) -> None:
         attempts = 0

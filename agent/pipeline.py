@@ -30,6 +30,7 @@ from loguru import logger
 from openai import AsyncOpenAI
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
+from pipecat.frames.frames import InputAudioRawFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -130,7 +131,8 @@ class Resources:
     whisper_model_path: Path
     llm_client: AsyncOpenAI
     llm_model: str
-    whisper_engine: object | None = None  # processors.streaming_whisper.WhisperEngine
+    whisper_engine: object | None = None  # processors.whisper_engine.WhisperEngine
+    whisper_scheduler: object | None = None  # processors.whisper_scheduler.WhisperScheduler, shared by every call
     hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
     extra: dict = field(default_factory=dict)
 
@@ -182,7 +184,10 @@ def make_stt(resources: Resources, flavor: Flavor):
     from processors.streaming_whisper import StreamingWhisperSTTService
 
     return StreamingWhisperSTTService(
-        engine=resources.whisper_engine, partial_interval_s=config.stt_partial_interval_secs
+        engine=resources.whisper_engine,
+        scheduler=resources.whisper_scheduler,
+        partial_interval_s=config.stt_partial_interval_secs,
+        max_utterance_s=config.stt_max_utterance_secs,
     )
 
 
@@ -373,7 +378,9 @@ def build_call(
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
         ),
         observers=[latency, *(observers or [])],
-        idle_timeout_secs=None,
+        # pipecat's idle machinery: a caller who sends no audio (gone without hanging up) is ended.
+        idle_timeout_secs=config.call_idle_timeout_secs or None,
+        idle_timeout_frames=(InputAudioRawFrame,),
     )
 
     async def forward_turn_record(record: dict):

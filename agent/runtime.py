@@ -11,11 +11,12 @@ import time
 
 from loguru import logger
 
-from agent import models
+from agent import llama_build, models
 from agent.config import BriskConfig
 from agent.llm_server import LocalLLMServer
 from agent.pipeline import Resources
 from processors.openai_llm import make_openai_client
+from processors.whisper_scheduler import WhisperScheduler
 
 
 class Runtime:
@@ -44,11 +45,14 @@ class Runtime:
         self._components["models"] = {"ready": True, "whisper": str(whisper_path), "llm": str(llm_path or "")}
 
         if config.embedded_llm:
+            binary = await asyncio.to_thread(llama_build.find_binary, config.llama_server_dir, config.llama_cpu_flags)
             self.llm_server = LocalLLMServer(
                 model_path=llm_path,
+                binary=binary,
                 model_alias=config.llm_embedded_model,
                 n_threads=config.llm_threads,
                 n_ctx=config.llm_context_tokens,
+                parallel=config.llm_parallel or config.max_calls,
                 log_dir=config.models_dir,
             )
             llm_task = asyncio.create_task(self.llm_server.start())
@@ -73,6 +77,7 @@ class Runtime:
             config=config,
             whisper_model_path=whisper_path,
             whisper_engine=whisper_engine,
+            whisper_scheduler=WhisperScheduler(whisper_engine),
             hibari_voice=hibari_voice,
             llm_client=make_openai_client(
                 base_url=base_url,

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
 
+from agent.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import Flavor
@@ -36,11 +37,15 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
     """The FastAPI app. Pass a started ``runtime`` to share one (tests, bench); else it starts its own."""
     owns_runtime = runtime is None
     runtime = runtime or Runtime(config)
+    # One limit for every transport of this process, taken before any pipeline is built.
+    admission = CallAdmission(config.max_calls)
+    max_duration = config.call_max_duration_secs or None
     webrtc = WebRTCSignalling(
         runtime,
+        admission=admission,
         ice_servers=config.ice_servers,
-        max_calls=config.max_calls,
         max_offer_bytes=config.max_offer_bytes,
+        max_duration_s=max_duration,
         flavor=flavor,
     )
     calls = webrtc.calls
@@ -48,7 +53,9 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         runtime,
         auth_token=config.twilio_auth_token,
         public_url=config.public_url,
-        max_calls=config.max_calls,
+        admission=admission,
+        busy_text=config.busy_text,
+        max_duration_s=max_duration,
         flavor=flavor,
     )
     metrics = BriskMetrics(tracer=setup_tracing(config.otlp_endpoint))
@@ -75,13 +82,15 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
     app = FastAPI(title="Brisk", lifespan=lifespan, telemetry={"tracing": False})
     app.state.runtime = runtime
     app.state.calls = calls
+    app.state.admission = admission
     app.state.phone = phone
     app.state.metrics = metrics
 
     @app.get("/healthz")
     async def healthz():
         ready, body = runtime.health()
-        body["calls"] = calls.active + phone.active
+        body["calls"] = admission.active
+        body["calls_by_transport"] = admission.by_transport()
         return JSONResponse(body, status_code=200 if ready else 503)
 
     app.include_router(webrtc.router)

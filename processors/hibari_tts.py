@@ -14,6 +14,7 @@ import asyncio
 import functools
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,9 @@ _ONSET_THRESHOLD_DB = -60.0
 _ONSET_SEARCH_BYTES = SAMPLE_RATE * 2  # the first second
 
 _load_lock = threading.Lock()
+# Synthesis runs on threads of its own, shared by every call's voice: it never queues behind
+# Whisper or other work in the default pool. Two: one sentence per call in flight on 2 cores.
+_SYNTHESIS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hibari")
 
 
 @functools.cache
@@ -176,8 +180,9 @@ class HibariTTSService(TTSService):
         # One sentence (hibari splits overlong ones at clauses) per thread hop: audio of the
         # first goes out while the next is synthesised, and a cancelled call stops here,
         # before asking for the next sentence.
-        for phonemes in await asyncio.to_thread(self._voice.phonemize, text):
-            pcm = await asyncio.to_thread(self._synthesise, phonemes, speed)
+        loop = asyncio.get_running_loop()
+        for phonemes in await loop.run_in_executor(_SYNTHESIS, self._voice.phonemize, text):
+            pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed)
             for start in range(0, len(pcm), frame_bytes):
                 yield pcm[start : start + frame_bytes]
 

@@ -42,6 +42,7 @@ from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult, whisper_input
+from processors.whisper_scheduler import WhisperScheduler
 
 @dataclass(frozen=True)
 class PartialJob:
@@ -123,21 +124,29 @@ class StreamingWhisperSTTService(STTService):
         self,
         *,
         engine: WhisperEngine,
+        scheduler: WhisperScheduler | None = None,
         partial_interval_s: float = 0.2,
         preroll_s: float = 0.5,
         reuse_covering_partial: bool = True,
+        max_utterance_s: float = 20.0,
         **kwargs,
     ):
         """Initialize the service.
 
         Args:
             engine: The loaded model, shareable between services.
+            scheduler: The process's Whisper scheduler, which every call's STT shares (finals
+                first, one partial per call); a scheduler of its own when None.
             partial_interval_s: Time between partial transcriptions; a job that takes longer
-                just delays the next one, which then takes the newest audio.
+                just delays the next one, which then takes the newest audio, and the interval
+                stretches while other calls' jobs wait for the engine.
             preroll_s: Audio kept from before the VAD start, which fires only after
                 ``start_secs`` of speech.
             reuse_covering_partial: Promote a partial that already covers the end of speech
                 to the final instead of transcribing the utterance again.
+            max_utterance_s: Speech without a VAD stop this long (a TV, hold music, a caller
+                who never pauses) is transcribed as said so far, pushed as a final, and
+                continued as a new utterance, so no clip grows without bound.
             **kwargs: Passed to ``STTService``.
         """
         kwargs.setdefault(
@@ -148,6 +157,8 @@ class StreamingWhisperSTTService(STTService):
         kwargs.setdefault("ttfs_p99_latency", DEFAULT_TTFS_P99)
         super().__init__(**kwargs)
         self._engine = engine
+        self._scheduler = scheduler or WhisperScheduler(engine)
+        self._max_utterance_s = max_utterance_s
         self._partial_interval_s = partial_interval_s
         self._preroll_s = preroll_s
         self._preroll_bytes = 0  # set with the stream's rate, by the first frame
@@ -206,8 +217,16 @@ class StreamingWhisperSTTService(STTService):
         self._stream_samples += len(audio) // 2
         self._preroll += audio
         del self._preroll[: max(0, len(self._preroll) - self._preroll_bytes)]
-        if self._utterance is not None:
-            self._utterance.audio += audio
+        utterance = self._utterance
+        if utterance is not None:
+            utterance.audio += audio
+            if utterance.seconds(utterance.end_sample - utterance.start_sample) > self._max_utterance_s:
+                logger.warning(
+                    f"{self}: utterance {utterance.id} passed {self._max_utterance_s:g} s without a pause; "
+                    f"transcribing it as said so far and going on with a new one"
+                )
+                await self._end_utterance(0.0)
+                self._begin_utterance(preroll=False)
         yield None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
@@ -218,17 +237,13 @@ class StreamingWhisperSTTService(STTService):
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             await self._end_utterance(frame.stop_secs)
 
-    def _begin_utterance(self):
+    def _begin_utterance(self, preroll: bool = True):
         if self._utterance is not None:
             return
         self._utterance_count += 1
-        start_sample = self._stream_samples - len(self._preroll) // 2
-        utterance = _Utterance(
-            self._utterance_count,
-            start_sample,
-            bytes(self._preroll),
-            self._stream_rate or self._frame_rate,
-        )
+        kept = bytes(self._preroll) if preroll else b""
+        start_sample = self._stream_samples - len(kept) // 2
+        utterance = _Utterance(self._utterance_count, start_sample, kept, self._stream_rate or self._frame_rate)
         self._utterance = utterance
         self._partial_loop_task = self.create_task(
             self._partial_loop(utterance), name=f"partials-{utterance.id}"
@@ -291,19 +306,22 @@ class StreamingWhisperSTTService(STTService):
             await asyncio.wait({utterance.job})
             elapsed = time.monotonic() - started
             # Ticks that fell during the job are dropped, never queued: the next job starts
-            # now, on the newest audio.
+            # now, on the newest audio; while other calls wait for the engine, later.
             self.partial_stats.skipped_ticks += int(elapsed / self._partial_interval_s)
-            next_tick = max(started + self._partial_interval_s, time.monotonic())
+            interval = self._partial_interval_s * (1 + self._scheduler.load)
+            next_tick = max(started + interval, time.monotonic())
 
     async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int):
         started = time.monotonic()
         try:
-            result = await self._engine.transcribe_async(audio)
+            result = await self._scheduler.transcribe(audio, owner=self, final=False)
         except Exception as e:
             await self.push_error(f"{self}: partial transcription failed: {e}", exception=e)
             return
         finally:
             utterance.job = None
+        if result is None:
+            return  # replaced by a newer partial, or stopped
         text = result.transcript
         self.partial_stats.jobs.append(
             PartialJob(
@@ -348,9 +366,11 @@ class StreamingWhisperSTTService(STTService):
             return
         end_sample = utterance.end_sample
         try:
-            result = await self._engine.transcribe_async(utterance.samples())
+            result = await self._scheduler.transcribe(utterance.samples(), owner=self, final=True)
         except Exception as e:
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
+            return
+        if result is None:
             return
         await self._push_final(utterance, _Partial(end_sample, result), reused=False)
 

@@ -12,6 +12,8 @@ encoder window"), so a partial costs about a third of the encoder work.
 import asyncio
 import math
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +77,10 @@ class WhisperResult:
         return self.text
 
 
+class _Stopped(Exception):
+    """A transcription left between encoding and decoding (``should_stop``)."""
+
+
 class WhisperEngine:
     """One loaded faster-whisper model, shared by every STT service in the process.
 
@@ -100,6 +106,9 @@ class WhisperEngine:
         self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
         self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer, [-1]))
         self._lock = threading.Lock()
+        # Its own thread: Whisper never waits behind the TTS (or anything else) in the default
+        # pool, and never holds one of its threads.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"whisper-{name}")
 
     @classmethod
     def load(
@@ -132,39 +141,54 @@ class WhisperEngine:
             engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
         return engine
 
-    async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
-        """Transcribe in a worker thread so the event loop (and audio) keeps moving."""
-        return await asyncio.to_thread(self.transcribe, audio)
+    async def transcribe_async(
+        self, audio: np.ndarray, should_stop: Callable[[], bool] | None = None
+    ) -> WhisperResult | None:
+        """Transcribe on the engine's own thread so the event loop (and audio) keeps moving."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.transcribe, audio, should_stop)
 
-    def transcribe(self, audio: np.ndarray) -> WhisperResult:
-        """Transcribe mono float32 audio at 16 kHz in [-1, 1]. Blocks; one call at a time."""
+    def transcribe(self, audio: np.ndarray, should_stop: Callable[[], bool] | None = None) -> WhisperResult | None:
+        """Transcribe mono float32 audio at 16 kHz in [-1, 1]. Blocks; one call at a time.
+
+        ``should_stop`` is asked between encoding and decoding, the one point where CTranslate2
+        can be left: when it says yes, the rest is skipped and None is returned.
+        """
         audio = np.asarray(audio, dtype=np.float32)
         with self._lock:
-            extractor = self._model.feature_extractor
-            # The extractor appends one frame past the audio; faster-whisper drops it too.
-            features = extractor(audio)[..., :-1]
-            if features.shape[-1] > extractor.nb_max_frames:
-                return self._transcribe_long(audio)
-            seconds = audio.size / SAMPLE_RATE
-            max_new_tokens = math.ceil(6 * seconds) + 10
-            window = min(
-                extractor.nb_max_frames,
-                max(MIN_WINDOW_FRAMES, math.ceil(seconds + 1) * self._model.frames_per_second),
-            )
-            result, capped = self._decode(features, window, max_new_tokens)
-            if capped and window < extractor.nb_max_frames:
-                # Hitting the token cap means a repetition loop, which short windows can fall
-                # into; the stock window does not.
-                result, _ = self._decode(features, extractor.nb_max_frames, max_new_tokens)
-            return result
+            try:
+                return self._transcribe(audio, should_stop)
+            except _Stopped:
+                return None
+
+    def _transcribe(self, audio: np.ndarray, should_stop: Callable[[], bool] | None) -> WhisperResult:
+        extractor = self._model.feature_extractor
+        # The extractor appends one frame past the audio; faster-whisper drops it too.
+        features = extractor(audio)[..., :-1]
+        if features.shape[-1] > extractor.nb_max_frames:
+            return self._transcribe_long(audio)
+        seconds = audio.size / SAMPLE_RATE
+        max_new_tokens = math.ceil(6 * seconds) + 10
+        window = min(
+            extractor.nb_max_frames,
+            max(MIN_WINDOW_FRAMES, math.ceil(seconds + 1) * self._model.frames_per_second),
+        )
+        result, capped = self._decode(features, window, max_new_tokens, should_stop)
+        if capped and window < extractor.nb_max_frames:
+            # Hitting the token cap means a repetition loop, which short windows can fall
+            # into; the stock window does not.
+            result, _ = self._decode(features, extractor.nb_max_frames, max_new_tokens, should_stop)
+        return result
 
     def _decode(
-        self, features: np.ndarray, window: int, max_new_tokens: int
+        self, features: np.ndarray, window: int, max_new_tokens: int, should_stop: Callable[[], bool] | None
     ) -> tuple[WhisperResult, bool]:
         # Pad the log-mel, not the waveform: a waveform padded to the window decodes badly.
         padded = np.zeros((features.shape[0], window), dtype=np.float32)
         padded[:, : features.shape[-1]] = features
         encoder_output = self._model.encode(padded)
+        if should_stop is not None and should_stop():
+            raise _Stopped
         max_length = min(len(self._prompt) + max_new_tokens, self._model.max_length)
         result = self._model.model.generate(
             encoder_output,

@@ -1,8 +1,7 @@
-"""The local LLM server against the real llama.cpp server and the small SmolLM2 model."""
+"""The local LLM server against the real llama-server (llama.cpp) and the small SmolLM2 model."""
 
 import asyncio
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -13,8 +12,12 @@ from pathlib import Path
 import openai
 import pytest
 
+from agent.config import load_config
+from agent.llama_build import find_binary
 from agent.llm_server import LLMServerError, LocalLLMServer
 from agent.models import llm_model_path
+
+BINARY = find_binary(load_config().llama_server_dir, load_config().llama_cpu_flags)
 
 SYSTEM_PROMPT = (
     "You are Brisk, a voice assistant. Answer in one short sentence, in plain words, with no "
@@ -26,6 +29,7 @@ SYSTEM_PROMPT = (
 def _server(tmp_path: Path, model: Path | None = None, **options) -> LocalLLMServer:
     return LocalLLMServer(
         model or llm_model_path("smollm2-135m"),
+        binary=BINARY,
         model_alias="smollm2-test",
         n_threads=2,
         log_dir=tmp_path,
@@ -65,31 +69,37 @@ def _accepts_connections(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-async def _chat(server: LocalLLMServer, user: str, system: str = SYSTEM_PROMPT) -> str:
+async def _chat_with_usage(
+    server: LocalLLMServer, user: str, system: str = SYSTEM_PROMPT, max_tokens: int = 16
+) -> tuple[str, openai.types.CompletionUsage | None, str | None]:
+    """(text, the server's usage, finish reason) of one streamed answer."""
     client = openai.AsyncOpenAI(base_url=server.base_url, api_key="unused")
     try:
         stream = await client.chat.completions.create(
             model=server.model_alias,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            max_tokens=16,
+            max_tokens=max_tokens,
             temperature=0,
             stream=True,
+            stream_options={"include_usage": True},
         )
-        return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
+        text, usage, finish = [], None, None
+        async for chunk in stream:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                text.append(choice.delta.content or "")
+                finish = choice.finish_reason or finish
+        return "".join(text), usage, finish
     finally:
         await client.close()
 
 
-def _log_since(server: LocalLLMServer, offset: int) -> str:
-    with server.log_path.open("rb") as log:
-        log.seek(offset)
-        return log.read().decode(errors="replace")
+async def _chat(server: LocalLLMServer, user: str, system: str = SYSTEM_PROMPT) -> str:
+    return (await _chat_with_usage(server, user, system))[0]
 
 
-def _prefix_hits(log: str) -> list[tuple[int, int]]:
-    """(reused, still to evaluate) prompt tokens of each request that hit the KV cache."""
-    pattern = r"(\d+) prefix-match hit, remaining (\d+) prompt tokens"
-    return [(int(reused), int(left)) for reused, left in re.findall(pattern, log)]
+def _cached(usage) -> int:
+    return usage.prompt_tokens_details.cached_tokens
 
 
 async def test_a_started_server_is_healthy_and_streams_a_chat_completion(server):
@@ -103,8 +113,10 @@ async def test_a_started_server_is_healthy_and_streams_a_chat_completion(server)
 
 
 async def test_a_port_or_api_key_in_our_environment_does_not_reach_the_server(tmp_path, monkeypatch):
-    monkeypatch.setenv("PORT", "1")
-    monkeypatch.setenv("API_KEY", "a key our client does not send")
+    # llama-server reads every option from LLAMA_ARG_* and its key from LLAMA_API_KEY.
+    monkeypatch.setenv("LLAMA_ARG_PORT", "1")
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "64")
+    monkeypatch.setenv("LLAMA_API_KEY", "a key our client does not send")
     server = _server(tmp_path)
     await server.start()
     try:
@@ -115,14 +127,29 @@ async def test_a_port_or_api_key_in_our_environment_does_not_reach_the_server(tm
 
 async def test_warming_leaves_the_system_prompt_in_the_kv_cache_for_the_first_turn(server):
     await server.warm(SYSTEM_PROMPT)
-    offset = server.log_path.stat().st_size
 
-    await _chat(server, "What is the capital of France?")
+    _, usage, _ = await _chat_with_usage(server, "What is the capital of France?")
 
-    hits = _prefix_hits(_log_since(server, offset))
-    assert hits, "the first turn after warming re-evaluated the whole prompt"
-    reused, left = hits[0]
-    assert reused > left
+    assert _cached(usage) > usage.prompt_tokens - _cached(usage), "the first turn re-evaluated the prompt"
+
+
+async def test_two_answers_at_once_both_run_to_their_end_each_with_the_prompt_cached(tmp_path):
+    # llama-cpp-python's server ended the stream in progress when a second request came.
+    server = _server(tmp_path, parallel=2)
+    await server.start()
+    try:
+        await server.warm(SYSTEM_PROMPT)
+        answers = await asyncio.gather(
+            _chat_with_usage(server, "Count from one to twenty.", max_tokens=40),
+            _chat_with_usage(server, "Name the days of the week.", max_tokens=40),
+        )
+        for text, usage, finish in answers:
+            assert finish in ("length", "stop") and text.strip()
+            assert usage.completion_tokens >= 5
+            assert _cached(usage) > 0
+        assert server.status()["slots"] == 2
+    finally:
+        await server.stop()
 
 
 async def test_a_killed_server_is_restarted_warm_on_the_same_address(server):
@@ -136,9 +163,9 @@ async def test_a_killed_server_is_restarted_warm_on_the_same_address(server):
     assert status["restarts"] == 1
     assert "SIGKILL" in status["last_exit"]
     assert server.base_url == base_url
-    offset = server.log_path.stat().st_size
-    assert (await _chat(server, "Say hello.")).strip()
-    assert _prefix_hits(_log_since(server, offset)), "the restarted server was not re-warmed"
+    text, usage, _ = await _chat_with_usage(server, "Say hello.")
+    assert text.strip()
+    assert _cached(usage) > 0, "the restarted server was not re-warmed"
 
 
 async def test_stop_leaves_no_server_process_behind(server):
@@ -191,7 +218,7 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path):
 
         async def main():
             server = LocalLLMServer(
-                llm_model_path("smollm2-135m"), n_threads=1, log_dir={str(tmp_path)!r}
+                llm_model_path("smollm2-135m"), binary={str(BINARY)!r}, n_threads=1, log_dir={str(tmp_path)!r}
             )
             await server.start()
             print(server.pid, flush=True)

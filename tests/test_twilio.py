@@ -25,6 +25,7 @@ from agent.caller.loopback import serve_app
 from agent.runtime import Runtime
 from agent.bench.scripted_llm import ScriptedLLM
 from agent.server import create_app
+from agent.admission import CallAdmission
 from agent.transports.twilio import (
     STREAM_PATH,
     TwilioPhone,
@@ -260,21 +261,30 @@ async def test_the_webhook_checks_the_url_twilio_signed_port_query_and_repeated_
     assert stream_of(with_port.text)[1] == {"token": stream_token(AUTH_TOKEN, "CA43")}
 
 
-async def test_the_twiml_is_twilios_stream_and_reject_verbs_escaped():
+async def test_the_twiml_is_twilios_stream_and_busy_verbs_escaped():
     twiml = stream_twiml("wss://brisk.example.com/ws/twilio", {"token": 'a&b<"c>', "lang": "en"})
     assert twiml.startswith('<?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream ')
     assert stream_of(twiml) == ("wss://brisk.example.com/ws/twilio", {"token": 'a&b<"c>', "lang": "en"})
     assert [p.get("name") for p in ElementTree.fromstring(twiml).iter("Parameter")] == ["token", "lang"]
     assert stream_of(stream_twiml("wss://h/ws/twilio", {})) == ("wss://h/ws/twilio", {})
-    root = ElementTree.fromstring(busy_twiml())
-    assert (root.tag, [(e.tag, e.attrib) for e in root]) == ("Response", [("Reject", {"reason": "busy"})])
+    root = ElementTree.fromstring(busy_twiml("All lines are busy & full."))
+    assert [(e.tag, e.text) for e in root] == [("Say", "All lines are busy & full."), ("Hangup", None)]
 
 
-async def test_calls_beyond_the_limit_are_rejected_busy(phone_runtime):
-    async with phone_server(phone_runtime, max_calls=0) as server:
+async def test_a_caller_beyond_the_limit_hears_that_the_lines_are_busy_and_the_call_ends(phone_runtime):
+    # One limit for every transport: a browser call holding the only line makes the phone busy.
+    admission = CallAdmission(1)
+    browser_call = admission.admit("webrtc", "pc-1")
+    async with phone_server(phone_runtime, admission=admission, busy_text="All lines are busy.") as server:
         response = await server.incoming_call({"CallSid": "CA1"})
+        root = ElementTree.fromstring(response.text)
+        assert [(e.tag, e.text) for e in root] == [("Say", "All lines are busy."), ("Hangup", None)]
 
-    assert ElementTree.fromstring(response.text).find("./Reject").get("reason") == "busy"
+        browser_call.release()
+        response = await server.incoming_call({"CallSid": "CA2"})
+        assert ElementTree.fromstring(response.text).find("./Connect/Stream") is not None
+        assert admission.by_transport() == {"twilio": 1}  # held for CA2's stream
+    assert admission.refused == 1
 
 
 # -- the stream ----------------------------------------------------------------------------

@@ -221,8 +221,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         await runtime.start()
         llm_server = runtime.llm_server
         llm_pid = llm_server.pid if llm_server else None
-        # llama-server serves /metrics at its root, beside the OpenAI API's /v1.
-        metrics_url = f"{llm_server.base_url.removesuffix('/v1')}/metrics" if llm_server else None
+        metrics_url = llm_server.metrics_url if llm_server else None
         meter = LLMMeter(metrics_url=metrics_url)
 
         async def reset_llm_cache():

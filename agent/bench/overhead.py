@@ -92,7 +92,7 @@ class InstantWhisperEngine:
     name = "instant"
     language = "en"
 
-    async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
+    async def transcribe_async(self, audio: np.ndarray, should_stop=None) -> WhisperResult:
         return WhisperResult(text="hello", no_speech_prob=0.0, avg_logprob=-0.1, window_frames=1000)
 
 

@@ -101,9 +101,9 @@ class _RecordingEngine:
         # id(result) -> (start, result); holding the result keeps its id unique for the run.
         self._calls: dict[int, tuple[float, WhisperResult]] = {}
 
-    async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
+    async def transcribe_async(self, audio: np.ndarray, should_stop=None) -> WhisperResult:
         started = self._clock()
-        result = await self._engine.transcribe_async(audio)
+        result = await self._engine.transcribe_async(audio, should_stop)
         self._calls[id(result)] = (started, result)
         return result
 

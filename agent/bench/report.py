@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent import llama_build
 from agent.bench.barge_in import format_barge_in
 from agent.bench.stats import BOOTSTRAP_RESAMPLES, bootstrap_ratio, fmt, percentiles
 from processors.latency import STAGES
@@ -161,5 +162,5 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "pipecat": version("pipecat-ai"),
         "faster_whisper": version("faster-whisper"),
-        "llama_cpp_python": version("llama_cpp_python"),
+        "llama_cpp": f"llama-server from llama-cpp-python {llama_build.SDIST_VERSION}",
     }

@@ -1,7 +1,8 @@
 """Phone calls over Twilio Media Streams.
 
     POST /twilio/voice   Twilio's incoming-call webhook -> TwiML that streams the call to
-                         wss://<host>/ws/twilio (answers <Reject reason="busy"/> when full)
+                         wss://<host>/ws/twilio; when every line is taken, TwiML that says
+                         so (``busy_text``) and hangs up
     WS   /ws/twilio      Twilio Media Streams. In: connected, start (streamSid, callSid),
                          media (base64 8 kHz mu-law, 20 ms each), mark, stop.
                          Out: media, mark (after each complete answer), clear (on barge-in).
@@ -37,10 +38,11 @@ from fastapi.responses import Response
 from loguru import logger
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.workers.runner import WorkerRunner
 from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import VoiceResponse
 
+from agent.admission import CallAdmission, Ticket
+from agent.call_runner import run_call
 from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call, phone_transport
 from agent.runtime import Runtime
 
@@ -82,9 +84,11 @@ def stream_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
     return response.to_xml()
 
 
-def busy_twiml() -> str:
+def busy_twiml(text: str) -> str:
+    """Tell the caller every line is taken, then end the call: a busy signal alone says nothing."""
     response = VoiceResponse()
-    response.reject(reason="busy")
+    response.say(text)
+    response.hangup()
     return response.to_xml()
 
 
@@ -198,7 +202,9 @@ class TwilioPhone:
         *,
         auth_token: str | None = None,
         public_url: str | None = None,
-        max_calls: int = 4,
+        admission: CallAdmission | None = None,
+        busy_text: str = "Sorry, all our lines are busy right now. Please call again in a few minutes.",
+        max_duration_s: float | None = None,
         flavor: Flavor = "brisk",
     ):
         """Create the routes.
@@ -210,16 +216,23 @@ class TwilioPhone:
             public_url: The base URL Twilio uses to reach this server (``https://host``):
                 the stream URL and the signed URL derive from it. When None, they come from
                 the request's ``X-Forwarded-Proto``/``X-Forwarded-Host`` or ``Host``.
-            max_calls: Phone calls taken at once; more are rejected as busy.
+            admission: The process's call limit, shared with every other transport (a gate
+                of 4 lines of its own when None). A webhook reserves a line for its call;
+                the stream claims it.
+            busy_text: Spoken, before hanging up, to a caller when every line is taken.
+            max_duration_s: Longest a phone call may last (None: no limit).
             flavor: Pipeline flavor (``agent.pipeline.build_call``).
         """
         self.runtime = runtime
         self.auth_token = auth_token
         self._validator = RequestValidator(auth_token) if auth_token else None
         self.public_url = public_url
-        self.max_calls = max_calls
+        self.admission = admission or CallAdmission(4)
+        self.busy_text = busy_text
+        self.max_duration_s = max_duration_s
         self.flavor = flavor
         self.calls: dict[str, PhoneCall] = {}  # streamSid -> call in progress
+        self._reserved: dict[str, Ticket] = {}  # CallSid -> the line its webhook took
         self.listeners: list[CallListener] = []  # listener(stream_sid, Call) when a call is assembled
         self._tasks: set[asyncio.Task] = set()
         self.router = APIRouter()
@@ -253,9 +266,12 @@ class TwilioPhone:
                 logger.warning(f"rejected a Twilio webhook with a bad signature for {signed_url}")
                 raise HTTPException(status_code=403, detail="invalid Twilio signature")
         call_sid = params.get("CallSid", "")
-        if self.active >= self.max_calls or self.runtime.resources is None:
-            logger.warning(f"call {call_sid}: busy or not ready ({self.active} phone calls), rejecting")
-            return Response(busy_twiml(), media_type="application/xml")
+        self._reserved = {sid: t for sid, t in self._reserved.items() if not t.released}
+        ticket = None if self.runtime.resources is None else self.admission.admit("twilio", call_sid, reserve=True)
+        if ticket is None:
+            logger.warning(f"call {call_sid}: every line is taken or Brisk is not ready; telling the caller")
+            return Response(busy_twiml(self.busy_text), media_type="application/xml")
+        self._reserved[call_sid] = ticket
         # Twilio only dials wss://; plain ws:// only when the public URL says http (a local tunnel).
         ws_scheme = "ws" if self.public_url and scheme == "http" else "wss"
         stream_url = f"{ws_scheme}://{host}{STREAM_PATH}"
@@ -284,12 +300,20 @@ class TwilioPhone:
         if (start.encoding, start.sample_rate, start.channels) != ("audio/x-mulaw", TWILIO_SAMPLE_RATE, 1):
             await websocket.close(code=CLOSE_UNSUPPORTED, reason="expected 8 kHz mono audio/x-mulaw")
             return
-        if self.runtime.resources is None or self.active >= self.max_calls:
+        ticket = self._reserved.pop(start.call_sid, None)
+        if ticket is None or ticket.released:
+            # A stream whose webhook this process did not answer (or answered too long ago).
+            ticket = None if self.runtime.resources is None else self.admission.admit("twilio", start.call_sid)
+        if ticket is None:
             await websocket.close(code=CLOSE_TRY_LATER, reason="busy")
             return
-        await self._run_call(websocket, start)
+        ticket.claim()
+        try:
+            await self._run_call(websocket, start, ticket)
+        finally:
+            ticket.release()
 
-    async def _run_call(self, websocket: WebSocket, start: StreamStart) -> None:
+    async def _run_call(self, websocket: WebSocket, start: StreamStart, ticket: Ticket) -> None:
         phone = PhoneCall(start)
         serializer = TwilioStreamSerializer(start.stream_sid, on_mark=phone.mark_played, on_stop=phone.caller_stopped)
         transport = phone_transport(websocket, serializer)
@@ -309,11 +333,7 @@ class TwilioPhone:
         self._tasks.add(task)
         logger.info(f"call {start.call_sid}: stream {start.stream_sid} started")
         try:
-            runner = WorkerRunner(handle_sigint=False)
-            await runner.add_workers(call.worker)
-            await runner.run()
-        except Exception:
-            logger.exception(f"call {start.call_sid} failed")
+            await run_call(call, label=f"call {start.call_sid}", ticket=ticket, max_duration_s=self.max_duration_s)
         finally:
             self._tasks.discard(task)
             self.calls.pop(start.stream_sid, None)

