@@ -1,8 +1,10 @@
 """LiveKit: caller tokens, and the worker's room dispatch, load, termination and drain.
 
-No LiveKit server can be installed here, so the worker is tested against
-``tests/fakes/livekit_server.py`` (LiveKit's worker protocol over a real WebSocket), with a
-room runner that stands in for the pipeline. The end-to-end test, a caller in a real room
+The worker is livekit-agents' ``AgentServer`` running Brisk's rooms. No LiveKit server can be
+installed here, so it is tested against ``tests/fakes/livekit_server.py`` (LiveKit's worker
+protocol over a real WebSocket), with a room runner that stands in for the pipeline: the
+library runs each room on a job thread with an event loop of its own, so the stand-in is
+ended through that loop and watched by polling. The end-to-end test, a caller in a real room
 hearing Brisk answer, runs when LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET point at
 a LiveKit server, and is skipped otherwise.
 """
@@ -13,7 +15,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
+from unittest import mock
 
 import httpx
 import jwt
@@ -21,84 +25,70 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 from livekit import api
+from livekit.agents import worker as agents_worker
 from livekit.protocol import agent as agent_pb
+from loguru import logger
+from openai import AsyncOpenAI
 
+from agent.caller.loopback import serve_app
 from agent.config import load_config
+from agent.metrics import BriskMetrics
+from agent.pipeline import Resources
+from agent.runtime import Runtime
+from agent.transports import livekit as livekit_module
 from agent.transports.livekit import (
     LiveKitWorker,
     RoomJob,
-    agent_url,
+    job_resources,
     participant_token,
     run_room,
     token_router,
     worker_app,
 )
-from agent.caller.loopback import serve_app
-from agent.metrics import BriskMetrics
-from agent.runtime import Runtime
+from tests.fakes.livekit_rooms import Rooms, bare_call, eventually, offer
 from tests.fakes.livekit_server import FakeLiveKitServer
 
 KEY, SECRET = "devkey", "devsecret-devsecret-devsecret-00"
 
 
-class Rooms:
-    """A room runner that holds each room open until the test ends it."""
-
-    def __init__(self, fail_with: Exception | None = None):
-        self.jobs: list[RoomJob] = []
-        self.ended: dict[str, asyncio.Event] = {}
-        self.cancelled: list[str] = []
-        self.started = asyncio.Condition()
-        self.fail_with = fail_with
-
-    async def __call__(self, job: RoomJob) -> None:
-        self.ended[job.room] = asyncio.Event()
-        async with self.started:
-            self.jobs.append(job)
-            self.started.notify_all()
-        if self.fail_with is not None:
-            raise self.fail_with
-        try:
-            await self.ended[job.room].wait()
-        except asyncio.CancelledError:
-            self.cancelled.append(job.room)
-            raise
-
-    async def wait_for(self, count: int, timeout: float = 5.0) -> None:
-        async def enough():
-            async with self.started:
-                await self.started.wait_for(lambda: len(self.jobs) >= count)
-
-        await asyncio.wait_for(enough(), timeout)
-
-    def end(self, room: str) -> None:
-        self.ended[room].set()
-
-
-async def eventually(condition, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+@pytest.fixture
+async def livekit(monkeypatch):
+    # The library reports its status every 2.5 s; the tests watch it change, so sooner.
+    monkeypatch.setattr(agents_worker, "UPDATE_STATUS_INTERVAL", 0.1)
+    monkeypatch.setattr(agents_worker, "UPDATE_LOAD_INTERVAL", 0.1)
+    server = FakeLiveKitServer(KEY, SECRET)
+    # The library exports its URL and keys to the environment, for its job processes.
+    with mock.patch.dict(os.environ):
+        # Under a path, as a LiveKit behind a proxy would be: workers must find <url>/agent.
+        async with serve_app(server.app(prefix="/lk")) as url:
+            server.url = f"{url}/lk/"
+            yield server
 
 
 @pytest.fixture
-async def livekit():
-    server = FakeLiveKitServer(KEY, SECRET)
-    async with serve_app(server.app()) as url:
-        server.url = url
-        yield server
+async def make_worker(livekit):
+    """Start workers on the fake server: (worker, its run() task). After the test each one
+    still running is closed, and must then stop cleanly."""
+    made: list[tuple[LiveKitWorker, asyncio.Task]] = []
+
+    def make(rooms, **kwargs) -> tuple[LiveKitWorker, asyncio.Task]:
+        worker = LiveKitWorker(livekit.url, KEY, SECRET, rooms, **kwargs)
+        made.append((worker, asyncio.create_task(worker.run())))
+        return made[-1]
+
+    yield make
+    for worker, task in made:
+        await worker.close()
+        await asyncio.wait_for(task, 10)
 
 
-def make_worker(server: FakeLiveKitServer, rooms, **kwargs) -> LiveKitWorker:
-    kwargs.setdefault("status_interval_s", 0.1)
-    return LiveKitWorker(server.url, KEY, SECRET, rooms, **kwargs)
-
-
-async def stop(worker: LiveKitWorker, task: asyncio.Task):
-    await worker.close()
-    await asyncio.wait_for(task, 5)
+@pytest.fixture
+async def with_signals():
+    """Install a worker's signal handlers on the test's loop; they are removed after the test."""
+    loop = asyncio.get_running_loop()
+    yield lambda worker: worker.install_signal_handlers(loop)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
 
 
 # -- caller tokens -------------------------------------------------------------------------
@@ -164,61 +154,73 @@ async def test_the_token_route_says_what_to_set_when_livekit_is_not_configured()
     assert "BRISK_LIVEKIT_API_KEY" in response.json()["detail"]
 
 
-def test_the_worker_endpoint_is_agent_under_the_server_url():
-    assert agent_url("http://127.0.0.1:7880") == "ws://127.0.0.1:7880/agent"
-    assert agent_url("wss://lk.example.com/") == "wss://lk.example.com/agent"
-    assert agent_url("https://lk.example.com/base") == "wss://lk.example.com/base/agent"
-
-
 # -- worker dispatch -----------------------------------------------------------------------
 
 
 async def test_a_worker_without_an_agent_grant_signed_by_the_secret_is_refused(livekit):
     worker = LiveKitWorker(livekit.url, KEY, "not-the-secret-not-the-secret-00", Rooms(), max_retries=0)
 
-    with pytest.raises(ConnectionError):
+    with pytest.raises(RuntimeError, match="failed to connect"):
         await asyncio.wait_for(worker.run(), 10)
     assert livekit.rejected_connections == 1
     assert livekit.workers == []
 
 
-async def test_a_worker_runs_one_room_per_assignment_with_the_servers_token(livekit):
-    rooms = Rooms()
-    worker = make_worker(livekit, rooms, agent_name="brisk")
-    task = asyncio.create_task(worker.run())
-    [seen] = await livekit.wait_for_workers(1)
-    assert seen.agent_name == "brisk"
+async def test_the_worker_registers_at_agent_under_the_server_url(livekit, make_worker):
+    worker, _ = make_worker(Rooms(), agent_name="brisk")
 
-    (_, job1), (_, job2) = [await livekit.dispatch(name) for name in ("room-a", "room-b")]
-    await rooms.wait_for(2)
+    [seen] = await livekit.wait_for_workers(1)  # at <url>/lk/agent: see the livekit fixture
+
+    assert seen.agent_name == "brisk"
+    await asyncio.wait_for(worker.registered.wait(), 10)
+    assert worker.worker_id == seen.worker_id and worker.connected
+
+
+async def test_a_worker_runs_one_room_per_assignment_with_the_servers_token(livekit, make_worker):
+    rooms = Rooms()
+    make_worker(rooms)
+    [seen] = await livekit.wait_for_workers(1)
+
+    (_, job1), (_, job2) = [await offer(livekit, rooms, name) for name in ("room-a", "room-b")]
 
     assert [j.room for j in rooms.jobs] == ["room-a", "room-b"]
     for job in rooms.jobs:
         claims = api.TokenVerifier(KEY, SECRET).verify(job.token)
         assert (claims.video.room, claims.identity) == (job.room, job.identity)
         assert job.url == livekit.url
-    await eventually(lambda: seen.status is not None and seen.status.job_count == 2)
-    assert seen.status.load == pytest.approx(0.5)
+    # The load is sampled apart from the job count: both reach the server, not always together.
+    await eventually(lambda: seen.status is not None and (seen.status.job_count, seen.status.load) == (2, 0.5))
 
     rooms.end("room-a")
     await eventually(lambda: agent_pb.JobStatus.JS_SUCCESS in livekit.job_statuses(job1.id))
     assert livekit.job_statuses(job1.id)[0] == agent_pb.JobStatus.JS_RUNNING
     assert agent_pb.JobStatus.JS_SUCCESS not in livekit.job_statuses(job2.id)
     await eventually(lambda: seen.status.job_count == 1)
-    await stop(worker, task)
 
 
-async def test_a_worker_at_its_load_threshold_declines_and_another_worker_takes_the_room(livekit):
-    rooms_a, rooms_b = Rooms(), Rooms()
-    worker_a = make_worker(livekit, rooms_a, max_rooms=2, load_threshold=0.5)
-    task_a = asyncio.create_task(worker_a.run())
+async def test_rooms_run_on_threads_of_the_worker_process_each_with_its_own_loop(livekit, make_worker):
+    rooms = Rooms()
+    make_worker(rooms)
     await livekit.wait_for_workers(1)
-    worker_b = make_worker(livekit, rooms_b, max_rooms=2, load_threshold=0.5)
-    task_b = asyncio.create_task(worker_b.run())
+
+    for name in ("one", "two"):
+        await offer(livekit, rooms, name)
+
+    # Same process, so one Runtime's models serve every room; not the test's thread or loop.
+    first, second = rooms.threads
+    assert threading.main_thread() not in (first, second) and first is not second
+    assert len(set(rooms.loops)) == 2 and asyncio.get_running_loop() not in rooms.loops
+
+
+async def test_a_worker_at_its_load_threshold_declines_and_another_worker_takes_the_room(livekit, make_worker):
+    rooms_a, rooms_b = Rooms(), Rooms()
+    make_worker(rooms_a, max_rooms=2, load_threshold=0.5)
+    await livekit.wait_for_workers(1)
+    make_worker(rooms_b, max_rooms=2, load_threshold=0.5)
     seen_a, seen_b = await livekit.wait_for_workers(2)
 
-    first = await livekit.dispatch("first")
-    second = await livekit.dispatch("second")
+    first = await offer(livekit, rooms_a, "first")
+    second = await offer(livekit, rooms_b, "second")
     third = await livekit.dispatch("third")
 
     assert first[0] is seen_a and second[0] is seen_b
@@ -229,157 +231,152 @@ async def test_a_worker_at_its_load_threshold_declines_and_another_worker_takes_
 
     rooms_a.end("first")
     await eventually(lambda: seen_a.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
-    assert (await livekit.dispatch("fourth"))[0] is seen_a
-    await stop(worker_a, task_a)
-    await stop(worker_b, task_b)
+    assert (await offer(livekit, rooms_a, "fourth"))[0] is seen_a
 
 
-async def test_the_server_ending_a_job_ends_its_room(livekit):
+async def test_rooms_offered_at_once_are_taken_only_up_to_the_load_threshold(livekit, make_worker):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
-    task = asyncio.create_task(worker.run())
+    worker, _ = make_worker(rooms, max_rooms=4, load_threshold=0.75)
     [seen] = await livekit.wait_for_workers(1)
-    _, job = await livekit.dispatch("to-end")
-    await rooms.wait_for(1)
+
+    await offer(livekit, rooms, "first")
+
+    # Offered together: rooms promised count towards the load as much as rooms running.
+    taken = await asyncio.gather(*(livekit.dispatch(f"burst-{i}") for i in range(4)))
+
+    assert sum(t is not None for t in taken) == 2
+    assert sorted(a.available for a in seen.answers) == [False, False, True, True, True]
+    await rooms.wait_for(3)
+    await eventually(lambda: worker.load == pytest.approx(0.75))
+
+
+async def test_the_server_ending_a_job_ends_its_room(livekit, make_worker):
+    rooms = Rooms()
+    worker, _ = make_worker(rooms)
+    [seen] = await livekit.wait_for_workers(1)
+    _, job = await offer(livekit, rooms, "to-end")
 
     await livekit.terminate(seen, job.id)
 
     await eventually(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
     assert rooms.cancelled == ["to-end"]
-    assert worker.rooms == {}
-    await stop(worker, task)
+    await eventually(lambda: worker.rooms == {})
 
 
-async def test_a_room_that_fails_is_reported_failed_with_its_error(livekit):
-    rooms = Rooms(fail_with=RuntimeError("no audio device"))
-    worker = make_worker(livekit, rooms)
-    task = asyncio.create_task(worker.run())
-    await livekit.wait_for_workers(1)
+async def test_a_room_that_fails_ends_its_job_logs_its_error_and_frees_its_place(livekit, make_worker):
+    failures: list[str] = []
+    sink = logger.add(failures.append, level="ERROR", format="{message}\n{exception}")
+    try:
+        rooms = Rooms(fail_with=RuntimeError("no audio device"))
+        worker, _ = make_worker(rooms, max_rooms=1, load_threshold=1.0)
+        [seen] = await livekit.wait_for_workers(1)
 
-    _, job = await livekit.dispatch("broken")
+        _, job = await livekit.dispatch("broken")
 
-    await eventually(lambda: agent_pb.JobStatus.JS_FAILED in livekit.job_statuses(job.id))
-    [update] = [u for u in livekit.job_updates if u.status == agent_pb.JobStatus.JS_FAILED]
-    assert "no audio device" in update.error
-    assert worker.rooms == {}
-    await stop(worker, task)
+        # livekit-agents reports every job that ends, failed or not, as JS_SUCCESS, without its error.
+        await eventually(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
+        assert any("room broken failed" in f and "no audio device" in f for f in failures)
+        await eventually(lambda: worker.rooms == {})
+        assert (await offer(livekit, rooms, "next"))[0] is seen
+    finally:
+        logger.remove(sink)
 
 
-async def test_a_worker_reconnects_after_the_server_drops_it_and_keeps_its_rooms(livekit):
+async def test_a_worker_reconnects_after_the_server_drops_it_and_keeps_its_rooms(livekit, make_worker):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
-    task = asyncio.create_task(worker.run())
+    worker, _ = make_worker(rooms)
     [first] = await livekit.wait_for_workers(1)
-    await livekit.dispatch("ongoing")
-    await rooms.wait_for(1)
+    _, job = await offer(livekit, rooms, "ongoing")
 
     await livekit.drop(first)
 
     [again] = await livekit.wait_for_workers(1)
     assert again is not first and not first.connected
+    await eventually(lambda: again.migrated == [job.id])  # "these rooms are still mine"
     await eventually(lambda: again.status is not None and again.status.job_count == 1)
+    await eventually(lambda: worker.connected and worker.worker_id == again.worker_id)
     assert rooms.cancelled == []
-    await stop(worker, task)
 
 
 # -- drain ---------------------------------------------------------------------------------
 
 
-async def test_a_draining_worker_takes_no_new_room_and_leaves_once_its_rooms_end(livekit):
+async def test_a_draining_worker_takes_no_new_room_and_leaves_once_its_rooms_end(livekit, make_worker):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
-    task = asyncio.create_task(worker.run())
+    worker, task = make_worker(rooms)
     [seen] = await livekit.wait_for_workers(1)
-    _, job = await livekit.dispatch("in-progress")
-    await rooms.wait_for(1)
+    _, job = await offer(livekit, rooms, "in-progress")
+    await eventually(lambda: seen.status is not None and seen.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
 
     drain = asyncio.create_task(worker.drain())
-    await eventually(lambda: seen.status.draining)
+    await eventually(lambda: worker.draining and seen.status.status == agent_pb.WorkerStatus.WS_FULL)
 
-    assert seen.status.status == agent_pb.WorkerStatus.WS_FULL
     assert await livekit.dispatch("too-late") is None
     await asyncio.sleep(0.2)
     assert not drain.done() and not task.done()
 
     rooms.end("in-progress")
-    await asyncio.wait_for(drain, 5)
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(drain, 10)
+    await asyncio.wait_for(task, 10)
     assert rooms.cancelled == []
     assert livekit.job_statuses(job.id)[-1] == agent_pb.JobStatus.JS_SUCCESS
     await eventually(lambda: not seen.connected)
 
 
-async def test_a_drain_ends_rooms_still_in_progress_after_its_timeout(livekit):
+async def test_a_drain_ends_rooms_still_in_progress_after_its_timeout(livekit, make_worker):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms, drain_timeout_s=0.3)
-    task = asyncio.create_task(worker.run())
+    worker, task = make_worker(rooms, drain_timeout_s=0.3)
     await livekit.wait_for_workers(1)
-    await livekit.dispatch("endless")
-    await rooms.wait_for(1)
+    await offer(livekit, rooms, "endless")
 
-    await asyncio.wait_for(worker.drain(), 5)
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(worker.drain(), 10)
+    await asyncio.wait_for(task, 10)
 
     assert rooms.cancelled == ["endless"]
 
 
-async def test_sigterm_drains_the_worker(livekit):
+async def test_sigterm_drains_the_worker(livekit, make_worker, with_signals):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
-    loop = asyncio.get_running_loop()
-    worker.install_signal_handlers(loop)
-    try:
-        task = asyncio.create_task(worker.run())
-        [seen] = await livekit.wait_for_workers(1)
-        await livekit.dispatch("call")
-        await rooms.wait_for(1)
+    worker, task = make_worker(rooms)
+    with_signals(worker)
+    [seen] = await livekit.wait_for_workers(1)
+    await offer(livekit, rooms, "call")
+    statuses_before = len(seen.statuses)
 
-        os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
 
-        await eventually(lambda: worker.draining)
-        assert not task.done()
-        rooms.end("call")
-        await asyncio.wait_for(task, 5)
-        assert rooms.cancelled == []
-        assert any(s.draining for s in seen.statuses)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    await eventually(lambda: worker.draining)
+    assert not task.done()
+    rooms.end("call")
+    await asyncio.wait_for(task, 10)
+    assert rooms.cancelled == []
+    assert any(s.status == agent_pb.WorkerStatus.WS_FULL for s in seen.statuses[statuses_before:])
 
 
-async def test_a_second_signal_while_draining_leaves_the_rooms_at_once(livekit):
+async def test_a_second_signal_while_draining_leaves_the_rooms_at_once(livekit, make_worker, with_signals):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
-    loop = asyncio.get_running_loop()
-    worker.install_signal_handlers(loop)
-    try:
-        task = asyncio.create_task(worker.run())
-        await livekit.wait_for_workers(1)
-        await livekit.dispatch("long-call")
-        await rooms.wait_for(1)
+    worker, task = make_worker(rooms)
+    with_signals(worker)
+    await livekit.wait_for_workers(1)
+    await offer(livekit, rooms, "long-call")
 
-        os.kill(os.getpid(), signal.SIGTERM)
-        await eventually(lambda: worker.draining)
-        os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await eventually(lambda: worker.draining)
+    os.kill(os.getpid(), signal.SIGINT)
 
-        await asyncio.wait_for(task, 5)
-        assert rooms.cancelled == ["long-call"]
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    await asyncio.wait_for(task, 10)
+    assert rooms.cancelled == ["long-call"]
 
 
 # -- the worker process ---------------------------------------------------------------------
 
 
-async def test_the_worker_reports_its_livekit_state_on_healthz_and_serves_metrics(livekit):
+async def test_the_worker_reports_its_livekit_state_on_healthz_and_serves_metrics(livekit, make_worker):
     rooms = Rooms()
-    worker = make_worker(livekit, rooms)
+    worker, _ = make_worker(rooms)
     app = worker_app(Runtime(load_config()), worker, BriskMetrics())
-    task = asyncio.create_task(worker.run())
     await livekit.wait_for_workers(1)
-    await livekit.dispatch("r1")
-    await rooms.wait_for(1)
+    await offer(livekit, rooms, "r1")
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://worker") as http:
         health = await http.get("/healthz")
@@ -387,14 +384,31 @@ async def test_the_worker_reports_its_livekit_state_on_healthz_and_serves_metric
 
     assert health.status_code == 503  # the runtime here never loaded its models
     assert health.json()["livekit"] == {
-        "registered": True,
-        "worker_id": worker.worker_id,
-        "rooms": 1,
-        "load": 0.25,
-        "draining": False,
+        "registered": True, "worker_id": worker.worker_id, "rooms": 1, "load": 0.25, "draining": False
     }
     assert scrape.status_code == 200 and "brisk_calls_total" in scrape.text
-    await stop(worker, task)
+
+
+async def test_a_room_that_cannot_be_joined_ends_with_an_error(livekit, monkeypatch):
+    monkeypatch.setattr(livekit_module, "build_call", bare_call)
+    token = api.AccessToken(KEY, SECRET).with_identity("brisk-agent-AJ_9").to_jwt()
+    job = RoomJob("AJ_9", "nowhere", livekit.url, token, "brisk-agent-AJ_9")
+
+    # The fake serves no room signalling: pipecat's transport tries, gives up, and the room ends.
+    with pytest.raises(ConnectionError, match="could not join room nowhere"):
+        await asyncio.wait_for(run_room(None, job), 60)
+
+
+async def test_each_room_gets_an_llm_client_of_its_own_on_the_same_server(tmp_path):
+    shared = AsyncOpenAI(base_url="http://llm:8080/v1", api_key="sk-test")
+    resources = Resources(load_config(), tmp_path, shared, "model", whisper_engine=object())
+
+    async with job_resources(resources) as mine:
+        assert mine.llm_client is not shared
+        assert (str(mine.llm_client.base_url), mine.llm_client.api_key) == ("http://llm:8080/v1/", "sk-test")
+        assert (mine.whisper_engine, mine.llm_model) == (resources.whisper_engine, "model")
+    assert mine.llm_client.is_closed()
+    await shared.close()
 
 
 def test_the_worker_command_says_what_to_set_when_livekit_is_not_configured():
@@ -428,7 +442,8 @@ async def test_a_caller_in_a_livekit_room_hears_brisk_answer(runtime, tmp_path):
     agent_name = f"brisk-test-{secrets.token_hex(3)}"  # explicit dispatch: only this worker
 
     async def brisk_room(job: RoomJob) -> None:
-        await run_room(runtime.resources, job, listeners=(track_call,))
+        async with job_resources(runtime.resources) as resources:
+            await run_room(resources, job, listeners=(track_call,))
 
     worker = LiveKitWorker(url, key, secret, brisk_room, agent_name=agent_name)
     worker_task = asyncio.create_task(worker.run())

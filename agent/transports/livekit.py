@@ -5,40 +5,45 @@
 The token lets one caller join one room, publish a microphone and subscribe; nothing else (no
 data channel, no screen share, no room admin), and it expires after ``ttl_secs``.
 
-``python -m agent livekit-worker`` registers with the LiveKit server as an agent worker, over
-the same dispatch protocol livekit-agents speaks (protobuf ``WorkerMessage``/``ServerMessage``
-on the server's ``/agent`` WebSocket, authenticated by an ``agent`` grant):
+``python -m agent livekit-worker`` is an agent worker on ``livekit-agents``' ``AgentServer``, run
+from our own asyncio program (not its click CLI). The library speaks the dispatch protocol on
+the server's ``/agent`` WebSocket (register, answer offers, reconnect, report load and job
+status); Brisk gives it the load (rooms in progress / ``max_rooms``, declining new rooms at
+``load_threshold`` so the server offers them to another worker), the job (join the room with
+the token the server minted, as pipecat's ``LiveKitTransport``, and run one pipeline there
+until the caller leaves or the job is shut down), and the drain (on SIGTERM or SIGINT: take no
+new room, wait up to ``drain_timeout_s`` for the rooms in progress, end the rest, exit; a
+second signal ends them at once).
 
-- the server offers a room (``AvailabilityRequest``); the worker accepts while its load
-  (rooms in progress or promised / ``max_rooms``) is under ``load_threshold``, and declines
-  otherwise, so the server offers the room to another worker: several workers share the
-  load, and each reports it (``UpdateWorkerStatus``) every few seconds and on every change;
-- on ``JobAssignment`` it joins the room with the token the server minted and runs one
-  pipeline there (``pipecat.transports.livekit.transport.LiveKitTransport``) until the caller
-  leaves or the server ends the job (``JobTermination``), reporting ``UpdateJobStatus``;
-- on SIGTERM (or SIGINT) it drains: it declares itself full, takes no new room, waits up to
-  ``drain_timeout_s`` for the rooms in progress to end, ends the rest, and exits.
+Jobs run on the library's thread executor, not its default process executor. A process per
+job isolates a crash, but each would load its own Whisper, TTS and VAD models (a ``prewarm_fnc``
+per process; only the LLM server could be shared, by URL): on 2 cores with ``BRISK_MAX_CALLS=4``
+that is four copies of the models and a model load per process, for cores that run two
+inferences at a time at most. Threads share the worker's one ``Runtime``, whose models are
+thread-safe (Whisper serialises behind a lock; ONNX and CTranslate2 release the GIL); each job
+gets its own event loop and, for it, its own LLM client (``job_resources``). The price: a native
+crash ends every room the worker holds, not just one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
+import logging
+import math
+import os
 import re
 import secrets
 import signal
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
-import aiohttp
 import uvicorn
 from fastapi import APIRouter, FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from livekit import api
-from livekit.protocol import agent as agent_pb
-from livekit.protocol import models as models_pb
 from loguru import logger
 from pipecat.workers.runner import WorkerRunner
 
@@ -46,9 +51,16 @@ from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
 from agent.runtime import Runtime
+from processors.openai_llm import make_openai_client
+
+if TYPE_CHECKING:
+    from livekit.agents import JobContext, JobRequest
 
 TOKEN_PATH = "/api/livekit/token"
 ROOM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Without it each job thread's first start loads livekit-agents' own VAD and turn-detector
+# weights (~250 MB) into the worker, for models Brisk never uses.
+PRELOAD_ENV = "LIVEKIT_AGENTS_PRELOAD_LOCAL_INFERENCE"
 
 CallListener = Callable[[str, Call], None]
 
@@ -103,8 +115,7 @@ def token_router(
 
     Args:
         url: The LiveKit URL callers connect to (``wss://livekit.example.com``).
-        api_key: LiveKit API key.
-        api_secret: LiveKit API secret.
+        api_key, api_secret: LiveKit API key and secret.
         ttl_secs: How long a token stays valid for joining.
         agent_name: The workers' agent name, when they use explicit dispatch.
     """
@@ -130,7 +141,7 @@ def token_router(
 # -- worker --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RoomJob:
     """A room the server assigned to this worker."""
 
@@ -144,15 +155,8 @@ class RoomJob:
 RoomRunner = Callable[[RoomJob], Awaitable[None]]
 
 
-def agent_url(url: str) -> str:
-    """The server's worker endpoint: ``ws(s)://host[/path]/agent`` for an http(s) or ws(s) URL."""
-    parts = urlsplit(url)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/agent", "", ""))
-
-
 class LiveKitWorker:
-    """An agent worker: takes rooms from a LiveKit server and runs ``run_room`` for each."""
+    """An agent worker on livekit-agents: takes rooms from a LiveKit server, runs ``run_room`` for each."""
 
     def __init__(
         self,
@@ -165,265 +169,188 @@ class LiveKitWorker:
         max_rooms: int = 4,
         load_threshold: float = 0.75,
         drain_timeout_s: float = 300.0,
-        status_interval_s: float = 2.5,
-        assignment_timeout_s: float = 7.5,
         max_retries: int = 16,
-        version: str = "brisk",
     ):
         """Create the worker; ``run()`` connects it.
 
         Args:
-            url: LiveKit server URL (``ws://livekit:7880``).
-            api_key: LiveKit API key.
-            api_secret: LiveKit API secret.
-            run_room: Runs one room until it is over; cancelled to end it early.
+            url: LiveKit server URL (``ws://livekit:7880``); the worker registers at ``<url>/agent``.
+            api_key, api_secret: LiveKit API key and secret.
+            run_room: Runs one room until it is over (on the job's thread and loop); cancelled to end it.
             agent_name: Register under this name (explicit dispatch); "" = every new room.
             max_rooms: Rooms that make a load of 1.0.
             load_threshold: No new room is taken once the load reaches this.
             drain_timeout_s: How long a drain waits for rooms in progress before ending them.
-            status_interval_s: How often the load is reported.
-            assignment_timeout_s: How long an accepted room stays promised without assignment.
             max_retries: Reconnection attempts in a row before ``run()`` gives up.
-            version: Reported to the server at registration.
         """
-        self.url = url
-        self.api_key = api_key
-        self.api_secret = api_secret
+        # Imported here: the web server imports this module for its token route only.
+        from livekit.agents import AgentServer, JobExecutorType, WorkerOptions, WorkerPermissions
+
         self.run_room = run_room
-        self.agent_name = agent_name
         self.max_rooms = max_rooms
-        self.load_threshold = load_threshold
         self.drain_timeout_s = drain_timeout_s
-        self.status_interval_s = status_interval_s
-        self.assignment_timeout_s = assignment_timeout_s
-        self.max_retries = max_retries
-        self.version = version
-        self.worker_id: str | None = None
         self.registered = asyncio.Event()
-        self.draining = False
-        self.rooms: dict[str, asyncio.Task] = {}  # job id -> its room's task
-        self._promised: dict[str, asyncio.Future] = {}  # accepted job id -> its assignment
-        self._outbox: asyncio.Queue[agent_pb.WorkerMessage] = asyncio.Queue()
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._closed = False
+        self._started = False
+        self._promised = 0  # rooms accepted and not yet running
+        self._drain_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self.capacity = max(1, math.ceil(load_threshold * max_rooms - 1e-9))  # rooms at once
+        self.server = AgentServer.from_server_options(
+            WorkerOptions(
+                entrypoint_fnc=self._entrypoint,
+                request_fnc=self._request,
+                load_fnc=lambda: self.load,
+                load_threshold=load_threshold,
+                job_executor_type=JobExecutorType.THREAD,
+                # No job threads kept warm (one starts in a millisecond): livekit-agents 1.8.9
+                # hangs closing a pool that is warming one, which it does whenever a room ends.
+                num_idle_processes=0,
+                agent_name=agent_name,
+                ws_url=url,
+                api_key=api_key,
+                api_secret=api_secret,
+                max_retry=max_retries,
+                permissions=WorkerPermissions(can_update_metadata=False),
+                # The library's own health endpoint: ours is worker_app, so keep it off the network.
+                host="127.0.0.1",
+                port=0,
+            )
+        )
+        self.server.on("worker_started", lambda: setattr(self, "_started", True))  # its job pool exists
+        self.server.on("worker_registered", lambda _worker_id, _server_info: self.registered.set())
+
+    # -- state, from the library -----------------------------------------------------------
+
+    @property
+    def worker_id(self) -> str | None:
+        return self.server.id if self.registered.is_set() else None
+
+    @property
+    def connected(self) -> bool:
+        """Registered now: the library reconnects on its own, and says so only in this flag."""
+        return self.registered.is_set() and not self.server._connecting
+
+    @property
+    def rooms(self) -> dict[str, str]:
+        """Job id -> room name, for the rooms in progress."""
+        if not self._started:
+            return {}
+        return {info.job.id: info.job.room.name for info in self.server.active_jobs}
 
     @property
     def load(self) -> float:
-        return (len(self.rooms) + len(self._promised)) / self.max_rooms
+        return len(self.rooms) / self.max_rooms
 
     @property
-    def accepting(self) -> bool:
-        return not self.draining and not self._closed and self.load < self.load_threshold
+    def draining(self) -> bool:
+        return self.server.draining
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Connect, register and serve until drained; reconnects when the server goes away."""
-        failures = 0
-        async with aiohttp.ClientSession() as session:
-            while not self._closed:
-                try:
-                    await self._session(session)
-                    failures = 0
-                except (aiohttp.ClientError, ConnectionError, asyncio.TimeoutError) as e:
-                    if self._closed:
-                        break
-                    # A connection that got as far as registering was a success: start afresh.
-                    failures = 1 if self.registered.is_set() else failures + 1
-                    if failures > self.max_retries:
-                        raise ConnectionError(f"LiveKit server unreachable after {self.max_retries} retries: {e}")
-                    delay = min(2.0 * (failures - 1), 10.0)
-                    logger.warning(f"LiveKit worker connection lost ({e}); retrying in {delay:.0f} s")
-                    self.registered.clear()
-                    await asyncio.sleep(delay)
+        """Connect, register and serve until drained or closed; raises once the server stays unreachable."""
+        os.environ.setdefault(PRELOAD_ENV, "0")
+        import livekit.agents.ipc._preload  # noqa: F401  (its one-time warm-up: now, not in a room)
+        # livekit-rtc creates its process-wide FFI client on first use, unguarded: two job
+        # threads joining their first rooms at once make two, and one never hears back.
+        from livekit.rtc._ffi_client import FfiClient
+
+        FfiClient.instance  # noqa: B018
+        try:
+            await self.server.run(devmode=False)
+        finally:
+            await self.server.aclose()
 
     async def drain(self) -> None:
-        """Take no new room, let the rooms in progress end (up to the drain timeout), then stop."""
-        if self.draining:
+        """Take no new room, let the rooms in progress end (up to the drain timeout), then leave."""
+        if self.server.draining:
             return
-        self.draining = True
+        self._drain_task = asyncio.current_task()
         logger.info(f"LiveKit worker draining: {len(self.rooms)} rooms in progress")
-        self._send_status()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_timeout_s
-        # Rooms already promised to the server still arrive, and are served like the rest.
-        while (self.rooms or self._promised) and loop.time() < deadline:
-            waiting = [*self.rooms.values(), *self._promised.values()]
-            await asyncio.wait(waiting, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
-            await asyncio.sleep(0)  # let a room whose assignment just came in start
-        if self.rooms:
+        # The library reads a timeout of 0 as "wait for ever"; ours means "do not wait".
+        timeout = self.drain_timeout_s if self.drain_timeout_s > 0 else 1e-3
+        try:
+            await self.server.drain(timeout=timeout)
+        except asyncio.TimeoutError:
             logger.warning(f"drain timeout: ending {len(self.rooms)} rooms still in progress")
-        await self.close()
+        finally:
+            self._drain_task = None  # only the wait may be cut short: a close cut off never ends
+        await self.server.aclose()
 
     async def close(self) -> None:
         """Disconnect now (rooms still running are ended)."""
-        self._closed = True
-        for task in list(self.rooms.values()):
-            task.cancel()
-        if self.rooms:
-            await asyncio.wait(list(self.rooms.values()))
-        if self._ws is not None:
-            # Let the status and job updates already queued reach the server first.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._outbox.join(), timeout=2.0)
-            await self._ws.close()
+        # A drain holds the library's lock until its rooms end: stop it, or closing waits for them.
+        drain = self._drain_task
+        if drain is not None and drain is not asyncio.current_task() and not drain.done():
+            drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drain
+        await self.server.aclose()
 
     def install_signal_handlers(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Drain on SIGTERM or SIGINT (orchestrators send SIGTERM before they kill); a second
-        signal while draining ends the rooms and leaves at once."""
+        """Drain on SIGTERM or SIGINT; a second signal while draining ends the rooms at once."""
         loop = loop or asyncio.get_running_loop()
 
         def on_signal(sig: signal.Signals) -> None:
             if self.draining:
                 logger.warning(f"{sig.name} while draining: leaving {len(self.rooms)} rooms now")
-                self._spawn(self.close(), "close")
-            else:
-                self._spawn(self.drain(), f"drain on {sig.name}")
+            # Held here: the loop keeps only a weak reference to a task.
+            self._tasks.add(loop.create_task(self.close() if self.draining else self.drain()))
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
 
-    # -- protocol --------------------------------------------------------------------------
+    # -- jobs ------------------------------------------------------------------------------
 
-    async def _session(self, session: aiohttp.ClientSession) -> None:
-        token = api.AccessToken(self.api_key, self.api_secret).with_grants(api.VideoGrants(agent=True)).to_jwt()
-        ws = await session.ws_connect(agent_url(self.url), headers={"Authorization": f"Bearer {token}"}, heartbeat=30)
-        self._ws = ws
-        try:
-            await self._register(ws)
-            sender = asyncio.create_task(self._send_loop(ws))
-            reporter = asyncio.create_task(self._status_loop())
-            try:
-                await self._receive_loop(ws)
-            finally:
-                reporter.cancel()
-                sender.cancel()
-                await asyncio.gather(reporter, sender, return_exceptions=True)
-        finally:
-            self._ws = None
-            await ws.close()
-        if not self._closed:
-            raise ConnectionError("the LiveKit server closed the worker connection")
-
-    async def _register(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        message = agent_pb.WorkerMessage()
-        message.register.type = agent_pb.JobType.JT_ROOM
-        message.register.agent_name = self.agent_name
-        message.register.version = self.version
-        message.register.allowed_permissions.CopyFrom(
-            models_pb.ParticipantPermission(can_publish=True, can_subscribe=True, can_publish_data=True, agent=True)
-        )
-        await ws.send_bytes(message.SerializeToString())
-        reply = agent_pb.ServerMessage()
-        reply.ParseFromString(await asyncio.wait_for(ws.receive_bytes(), timeout=10))
-        if reply.WhichOneof("message") != "register":
-            raise ConnectionError(f"expected a register response, got {reply.WhichOneof('message')}")
-        self.worker_id = reply.register.worker_id
-        self.registered.set()
-        logger.info(f"LiveKit worker {self.worker_id} registered (agent name {self.agent_name!r})")
-        self._send_status()
-
-    async def _receive_loop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        async for raw in ws:
-            if raw.type != aiohttp.WSMsgType.BINARY:
-                continue
-            message = agent_pb.ServerMessage()
-            message.ParseFromString(raw.data)
-            kind = message.WhichOneof("message")
-            if kind == "availability":
-                self._spawn(self._answer_availability(message.availability.job), "availability")
-            elif kind == "assignment":
-                self._on_assignment(message.assignment)
-            elif kind == "termination":
-                self._on_termination(message.termination.job_id)
-
-    async def _send_loop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        while True:
-            message = await self._outbox.get()
-            try:
-                await ws.send_bytes(message.SerializeToString())
-            finally:
-                self._outbox.task_done()
-
-    async def _status_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.status_interval_s)
-            self._send_status()
-
-    def _send_status(self) -> None:
-        status = agent_pb.WorkerStatus.WS_AVAILABLE if self.accepting else agent_pb.WorkerStatus.WS_FULL
-        update = agent_pb.UpdateWorkerStatus(
-            status=status, load=min(self.load, 1.0), job_count=len(self.rooms), draining=self.draining
-        )
-        self._outbox.put_nowait(agent_pb.WorkerMessage(update_worker=update))
-
-    def _send_job_status(self, job_id: str, status: int, error: str = "") -> None:
-        update = agent_pb.UpdateJobStatus(job_id=job_id, status=status, error=error)
-        self._outbox.put_nowait(agent_pb.WorkerMessage(update_job=update))
-
-    async def _answer_availability(self, job: agent_pb.Job) -> None:
-        answer = agent_pb.WorkerMessage()
-        answer.availability.job_id = job.id
-        if not self.accepting:
-            logger.info(f"declining room {job.room.name}: load {self.load:.2f}, draining={self.draining}")
-            answer.availability.available = False
-            self._outbox.put_nowait(answer)
+    async def _request(self, request: JobRequest) -> None:
+        # The library has declined already when its load was at the threshold, but it samples
+        # the load off the event loop: an offer that comes as another room starts can pass on
+        # a stale count. Counted here, on the loop, the rooms running and promised are exact.
+        if len(self.rooms) + self._promised >= self.capacity:
+            logger.info(f"declining room {request.room.name}: {len(self.rooms)} rooms, {self._promised} promised")
+            await request.reject(terminate=False)  # so the server offers it to another worker
             return
-        identity = f"brisk-agent-{job.id}"
-        answer.availability.available = True
-        answer.availability.participant_identity = identity
-        answer.availability.participant_name = "Brisk"
-        assignment = asyncio.get_running_loop().create_future()
-        self._promised[job.id] = assignment
-        self._send_status()
-        self._outbox.put_nowait(answer)
+        self._promised += 1
         try:
-            assigned = await asyncio.wait_for(assignment, self.assignment_timeout_s)
-        except asyncio.TimeoutError:
-            logger.warning(f"room {job.room.name}: accepted but never assigned")
-            return
+            # Returns once the room is assigned and running (or raises if never assigned).
+            await request.accept(name="Brisk", identity=f"brisk-agent-{request.id}")
         finally:
-            self._promised.pop(job.id, None)
-        room = RoomJob(job.id, job.room.name, assigned.url or self.url, assigned.token, identity)
-        self.rooms[job.id] = self._spawn(self._run_job(room), f"room-{room.room}")
+            self._promised -= 1
 
-    def _on_assignment(self, assignment: agent_pb.JobAssignment) -> None:
-        future = self._promised.get(assignment.job.id)
-        if future is None or future.done():
-            logger.warning(f"assignment for a job this worker did not accept: {assignment.job.id}")
-            return
-        future.set_result(assignment)
+    async def _entrypoint(self, ctx: JobContext) -> None:
+        """Start the room on the job's thread and return: the library ends a job, and calls
+        its shutdown callbacks, only once the entrypoint has returned."""
+        info = ctx._info  # the assignment: no public accessor for the server's URL and token
+        job = RoomJob(ctx.job.id, ctx.job.room.name, info.url, info.token, info.accept_arguments.identity)
+        room = asyncio.create_task(self._serve(job), name=f"room-{job.room}")
 
-    def _on_termination(self, job_id: str) -> None:
-        task = self.rooms.get(job_id)
-        if task is not None:
-            logger.info(f"the server ended job {job_id}")
-            task.cancel()
+        def on_room_end(task: asyncio.Task) -> None:
+            if task.cancelled():
+                return  # by leave(): the job is shutting down already
+            error = task.exception()
+            ctx.shutdown(f"room failed: {type(error).__name__}: {error}" if error else "the room ended")
 
-    async def _run_job(self, room: RoomJob) -> None:
-        self._send_job_status(room.job_id, agent_pb.JobStatus.JS_RUNNING)
-        self._send_status()
-        logger.info(f"joined room {room.room} (job {room.job_id})")
-        status, error = agent_pb.JobStatus.JS_SUCCESS, ""
+        async def leave(reason: str) -> None:
+            if not room.done():
+                logger.info(f"ending room {job.room}: {reason}")
+                room.cancel()
+            await asyncio.gather(room, return_exceptions=True)
+
+        room.add_done_callback(on_room_end)
+        ctx.add_shutdown_callback(leave)
+        # pipecat's transport joins the room, not ctx.connect() (one identity, one connection);
+        # tell the job runner, or it warns that the job never connected.
+        ctx._on_connect()
+
+    async def _serve(self, job: RoomJob) -> None:
+        logger.info(f"room {job.room}: job {job.job_id} starts")
         try:
-            await self.run_room(room)
-        except asyncio.CancelledError:
-            pass  # ended by the server, a drain timeout or a shutdown: a clean end for the job
-        except Exception as e:
-            logger.exception(f"room {room.room} failed")
-            status, error = agent_pb.JobStatus.JS_FAILED, f"{type(e).__name__}: {e}"
+            await self.run_room(job)
+        except Exception:
+            logger.exception(f"room {job.room} failed (job {job.job_id})")
+            raise
         finally:
-            self.rooms.pop(room.job_id, None)
-            self._send_job_status(room.job_id, status, error)
-            self._send_status()
-            logger.info(f"left room {room.room} (job {room.job_id})")
-
-    def _spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+            logger.info(f"room {job.room}: job {job.job_id} is over")
 
 
 # -- Brisk in a room -----------------------------------------------------------------------
@@ -452,10 +379,39 @@ async def run_room(
     async def on_disconnected(_transport):
         await call.worker.cancel(reason="disconnected from the room")
 
+    unjoined: list[str] = []
+
+    @call.worker.event_handler("on_pipeline_error")
+    async def on_pipeline_error(_worker, frame):
+        # A transport that gave up joining the room is unusable, and pipecat would run on
+        # without it for ever, holding one of the worker's rooms.
+        if frame.processor in (transport.input(), transport.output()) and not frame.processor.is_usable:
+            unjoined.append(str(frame.error))
+            await call.worker.cancel(reason="could not join the room")
+
     # Cancelling this task cancels the runner's wait; it then ends the pipeline and leaves.
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(call.worker)
     await runner.run()
+    if unjoined:
+        raise ConnectionError(f"could not join room {job.room}: {unjoined[0]}")
+
+
+@contextlib.asynccontextmanager
+async def job_resources(resources: Resources) -> AsyncIterator[Resources]:
+    """``resources`` with an LLM client of the job's own: each job runs on an event loop of its
+    own, and an httpx connection pool belongs to the loop it was opened on. Models are shared."""
+    config = resources.config
+    client = make_openai_client(
+        base_url=str(resources.llm_client.base_url),
+        api_key=resources.llm_client.api_key,
+        connect_timeout=config.llm_connect_timeout_secs,
+        total_timeout=config.llm_timeout_secs,
+    )
+    try:
+        yield dataclasses.replace(resources, llm_client=client)
+    finally:
+        await client.close()
 
 
 class _SignalFreeServer(uvicorn.Server):
@@ -463,6 +419,24 @@ class _SignalFreeServer(uvicorn.Server):
     def capture_signals(self):
         # SIGTERM belongs to the worker's drain; uvicorn must not take it first.
         yield
+
+
+class _ToLoguru(logging.Handler):
+    """livekit-agents logs with ``logging``; Brisk's log is loguru's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = record.levelname if record.levelname in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "DEBUG"
+        logger.opt(exception=record.exc_info).log(level, f"{record.name}: {record.getMessage()}")
+
+
+def _route_library_logs(level: str) -> None:
+    handler = _ToLoguru()
+    # Every room starts its job thread on demand (none are kept warm), which it warns about.
+    handler.addFilter(lambda record: not record.getMessage().startswith("no warmed process available"))
+    library = logging.getLogger("livekit.agents")
+    library.setLevel({"TRACE": "DEBUG", "SUCCESS": "INFO"}.get(level, level))
+    library.addHandler(handler)
+    library.propagate = False
 
 
 def worker_app(runtime: Runtime, worker: LiveKitWorker, metrics: BriskMetrics) -> FastAPI:
@@ -474,15 +448,14 @@ def worker_app(runtime: Runtime, worker: LiveKitWorker, metrics: BriskMetrics) -
     @app.get("/healthz")
     async def healthz():
         ready, body = runtime.health()
-        registered = worker.registered.is_set()
         body["livekit"] = {
-            "registered": registered,
+            "registered": worker.connected,
             "worker_id": worker.worker_id,
             "rooms": len(worker.rooms),
             "load": round(worker.load, 3),
             "draining": worker.draining,
         }
-        ok = ready and registered and not worker.draining
+        ok = ready and worker.connected and not worker.draining
         return JSONResponse(body, status_code=200 if ok else 503)
 
     return app
@@ -492,13 +465,15 @@ async def run_worker(config: BriskConfig) -> None:
     """``python -m agent livekit-worker``: models once, then rooms until SIGTERM drains it."""
     if not (config.livekit_url and config.livekit_api_key and config.livekit_api_secret):
         raise ValueError("livekit-worker needs BRISK_LIVEKIT_URL, BRISK_LIVEKIT_API_KEY and BRISK_LIVEKIT_API_SECRET")
+    _route_library_logs(config.log_level)
     runtime = Runtime(config)
     await runtime.start()
     metrics = BriskMetrics(tracer=setup_tracing(config.otlp_endpoint))
     track = metrics.listener("livekit")
 
     async def brisk_room(job: RoomJob) -> None:
-        await run_room(runtime.resources, job, listeners=(track,))
+        async with job_resources(runtime.resources) as resources:
+            await run_room(resources, job, listeners=(track,))
 
     worker = LiveKitWorker(
         config.livekit_url,

@@ -1,12 +1,14 @@
 """The agent-dispatch side of a LiveKit server, for testing workers without one.
 
-A real WebSocket endpoint at ``/agent`` speaking LiveKit's worker protocol (protobuf
-``WorkerMessage`` in, ``ServerMessage`` out): it checks the worker's bearer token (an
-``agent`` grant signed with the API secret), answers ``register``, records every status and
-job update, and on :meth:`FakeLiveKitServer.dispatch` offers a new room to the workers in
-the order they registered until one accepts, then assigns it with a room token minted for
-the identity the worker chose. A real server skips workers that reported themselves full;
-offering to them anyway is what shows that a full worker declines. No media is served.
+A real WebSocket endpoint at ``<prefix>/agent`` speaking LiveKit's worker protocol (protobuf
+``WorkerMessage`` in, ``ServerMessage`` out), as livekit-agents' worker uses it: it checks the
+worker's bearer token (an ``agent`` grant signed with the API secret), answers ``register``,
+records every status and job update and the jobs a reconnected worker reports as still its
+own (``MigrateJobRequest``), and on :meth:`FakeLiveKitServer.dispatch` offers a new room to the
+workers in the order they registered until one accepts, then assigns it with a room token
+minted for the identity the worker chose. A real server skips workers that reported themselves
+full; offering to them anyway is what shows that a full worker declines. No room signalling
+or media is served, so no room can be joined here: the tests run rooms with a stand-in.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class WorkerSeen:
     agent_name: str
     statuses: list[agent_pb.UpdateWorkerStatus] = field(default_factory=list)
     answers: list[agent_pb.AvailabilityResponse] = field(default_factory=list)
+    migrated: list[str] = field(default_factory=list)  # job ids it reported after reconnecting
     connected: bool = True
 
     @property
@@ -38,6 +41,8 @@ class WorkerSeen:
 
 
 class FakeLiveKitServer:
+    """Dispatches rooms to the workers connected to it; see the module docstring."""
+
     def __init__(self, api_key: str = "devkey", api_secret: str = "devsecret-devsecret-devsecret-00"):
         self.api_key = api_key
         self.api_secret = api_secret
@@ -49,9 +54,10 @@ class FakeLiveKitServer:
         self._answers: dict[str, asyncio.Future] = {}
         self.registered = asyncio.Condition()
 
-    def app(self) -> FastAPI:
+    def app(self, prefix: str = "") -> FastAPI:
+        """The ASGI app; workers connect to ``ws://host:port<prefix>/agent``."""
         app = FastAPI()
-        app.add_api_websocket_route("/agent", self._agent)
+        app.add_api_websocket_route(f"{prefix}/agent", self._agent)
         return app
 
     # -- what tests do -----------------------------------------------------------------------
@@ -134,6 +140,8 @@ class FakeLiveKitServer:
                     worker.statuses.append(message.update_worker)
                 elif kind == "update_job":
                     self.job_updates.append(message.update_job)
+                elif kind == "migrate_job":
+                    worker.migrated.extend(message.migrate_job.job_ids)
                 elif kind == "availability":
                     worker.answers.append(message.availability)
                     answer = self._answers.get(message.availability.job_id)
