@@ -513,3 +513,33 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
         assert row["held_back_ms"]["n"] >= 1 and row["held_back_ms"]["max"] <= 20.0
         assert 0 <= row["final_wer"] <= 1
     assert set(phone["whole_clip_wer"]) == {"16k_pcm", "8k_pcm", "8k_ulaw"}
+
+
+@pytest.mark.e2e
+def test_the_capacity_bench_places_calls_at_once_and_writes_each_level(tmp_path):
+    out = tmp_path / "capacity.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "agent", "bench", "--llm", "scripted", "--concurrency", "2,1", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=280,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Capacity" in run.stdout
+
+    levels = json.loads(out.read_text())["concurrency"]
+    assert list(levels) == ["1", "2"]
+    for n, level in levels.items():
+        assert level["calls"] == int(n) and level["turns"] == int(n) * 3
+        assert len(level["per_call"]) == int(n)
+        # Every question is answered, in full, whoever else is on the line.
+        assert level["answered"] == level["turns"] and level["answers_cut_short"] == 0
+        assert 0 < level["v2v_ms"]["p50"] <= level["v2v_ms"]["p95"]
+    assert levels["1"]["p95_vs_one_call"] == 1.0
+
+
+def test_concurrency_levels_are_counts_of_calls():
+    from agent.bench.ab import parse_args
+
+    assert parse_args(["--concurrency", "4,1,2,2"]).concurrency == [1, 2, 4]
+    for bad in ("0", "two", ""):
+        with pytest.raises(SystemExit):
+            parse_args(["--concurrency", bad])

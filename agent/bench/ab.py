@@ -48,7 +48,7 @@ from pathlib import Path
 
 from pipecat.audio.vad.vad_analyzer import VADParams
 
-from agent.bench import overhead, phone
+from agent.bench import capacity, overhead, phone
 from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
 from agent.bench.corpus import WARMUP, Clip, render, select
 from agent.bench.listening import NO_ANSWER_S, first_audible_answer
@@ -309,6 +309,16 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
     }
 
 
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers of calls like 1,2,3,4, got {text!r}") from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError("each level must be at least 1 call")
+    return sorted(set(levels))
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m agent bench",
@@ -327,6 +337,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="scripted LLM time to first token (default 300)")
     parser.add_argument("--scripted-tokens-per-s", type=float, default=SCRIPTED_TOKENS_PER_S,
                         help="scripted LLM token rate (default 30)")
+    parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
+                        help="capacity instead of the A/B: that many calls at once per level, "
+                             f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
     args = parser.parse_args(argv)
     if args.llm is None:
         args.llm = "scripted" if args.quick else "embedded"
@@ -346,6 +359,8 @@ def main(argv: list[str]) -> int:
     logger.add(sys.stderr, level="ERROR")
 
     started = time.monotonic()
+    if args.concurrency:
+        return _capacity_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
                   ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
@@ -360,11 +375,28 @@ def main(argv: list[str]) -> int:
     result["phone"] = asyncio.run(phone.measure(select(args.turns, args.quick)))
     print()
     print(phone.format_phone(result["phone"]))
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
-        print(f"JSON written to {args.json_path}")
+    _write_json(result, args.json_path)
     if args.plot_path:
         plot(result, args.plot_path)
         print(f"plot written to {args.plot_path}")
     return 0
+
+
+def _capacity_main(args: argparse.Namespace, started: float) -> int:
+    machine = machine_info()
+    levels = asyncio.run(capacity.run_capacity(args.concurrency, llm=args.llm, log=_log))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    result = {"concurrency": levels, "machine": machine,
+              "config": {"llm": args.llm, "questions_per_call": capacity.QUESTIONS_PER_CALL,
+                         "method": capacity.__doc__.split("\n\n")[1].replace("\n", " ")}}
+    print(capacity.format_capacity(levels, args.llm))
+    _write_json(result, args.json_path)
+    return 0
+
+
+def _write_json(result: dict, path: str | None):
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(result, indent=2))
+        print(f"JSON written to {path}")
