@@ -153,3 +153,43 @@ async def test_three_callers_at_once_on_the_embedded_llm_each_hear_a_whole_answe
         # A stream another request ended stops mid-sentence ("We're open until").
         assert turn["bot_text"].strip()[-1] in ".!?", turn["bot_text"]
         assert not turn.get("interrupted")
+
+
+async def until(condition, timeout: float, what: str):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_caller_who_goes_silent_without_hanging_up_is_ended_and_frees_the_line(scripted):
+    _, config, llm = scripted
+    # The idle timeout is the pipeline's (pipecat's worker idle machinery): a runtime of its own.
+    idle = config.model_copy(update={"call_idle_timeout_secs": 1.0})
+    runtime = Runtime(idle)
+    await runtime.start()
+    clip = synthesize_speech("Hello.", tail_silence=0.3)
+    async with running_server(idle, runtime) as (base_url, app):
+        caller = WebRTCCaller(base_url)
+        mic = WavMicrophone(clip.samples, clip.sample_rate)
+        await caller.connect(mic)
+        await asyncio.wait_for(mic.finished.wait(), 30)
+        assert app.state.admission.active == 1
+        mic.stop()  # no more audio, and no goodbye: the peer connection stays up
+
+        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, 30, "the idle call to end")
+        await caller.close()
+    await runtime.stop()
+
+
+async def test_a_call_that_reaches_the_maximum_duration_is_ended(scripted):
+    runtime, config, llm = scripted
+    short = config.model_copy(update={"call_max_duration_secs": 2.0})
+    clip = synthesize_speech("Hello.", tail_silence=5.0)
+    async with running_server(short, runtime) as (base_url, app):
+        caller = WebRTCCaller(base_url)
+        await caller.connect(WavMicrophone(clip.samples, clip.sample_rate))
+        assert app.state.admission.active == 1
+
+        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, 30, "the long call to end")
+        await caller.close()

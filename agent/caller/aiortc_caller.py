@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
 FRAME_MS = 20
@@ -49,6 +50,9 @@ class WavMicrophone(MediaStreamTrack):
         self._pts = 0
 
     async def recv(self) -> AudioFrame:
+        if self.readyState != "live":
+            # A stopped microphone sends nothing more, as a caller who has gone does.
+            raise MediaStreamError
         if self.start_time is None:
             self.start_time = time.monotonic()
         # Pace by the wall clock so the server hears the WAV exactly as a person would say it.
