@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.prompts import DEFAULT_SYSTEM_PROMPT
+from agent.business.model import Business, BusinessError, load_business
+from agent.business.prompt import system_prompt as business_prompt
 
 
 class ConfigError(Exception):
@@ -126,7 +127,13 @@ class BriskConfig(BaseSettings):
     llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
     llm_connect_timeout_secs: float = Field(2.0, gt=0, description="HTTP connect timeout to the LLM.")
     llm_timeout_secs: float = Field(30.0, gt=0, description="Total timeout of one LLM request.")
-    system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, description="System prompt; keep it free of clock times.")
+    business: Path | None = Field(
+        None,
+        description="The business file (YAML: name, hours, prices, policies, ...); unset = the Harbor Lane Bikes example.",
+    )
+    system_prompt: str | None = Field(
+        None, description="System prompt; unset = generated from the business file (keep it free of clock times)."
+    )
     apology_text: str = Field(
         "Sorry, I'm having trouble answering right now. Please try again in a moment.",
         description="Spoken when the LLM fails mid-call, so the caller never hears silence.",
@@ -237,8 +244,21 @@ class BriskConfig(BaseSettings):
             raise ValueError(f"unknown log level {v!r}")
         return v
 
+    _business: Business | None = PrivateAttr(None)
+
+    @property
+    def business_definition(self) -> Business:
+        """The business this agent answers for, read and checked once (``business``)."""
+        return self._business
+
     @model_validator(mode="after")
     def _consistent(self) -> "BriskConfig":
+        try:
+            self._business = load_business(self.business)
+        except BusinessError as error:
+            raise ValueError(f"{error} (BRISK_BUSINESS)") from None
+        if self.system_prompt is None:
+            self.system_prompt = business_prompt(self._business)
         if self.max_calls is None:
             # `python -m agent bench --concurrency 1,2,3,4` on 2 cores: with the embedded LLM
             # sharing the cores, two calls already take 2.6x one call's P95; with the LLM on
@@ -276,7 +296,10 @@ def load_config(**overrides) -> BriskConfig:
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "config"
-            env = f"BRISK_{field.upper()}" if err["loc"] else ""
-            problems.append(f"  - {field}{f' ({env})' if env else ''}: {err['msg']}")
+            message = err["msg"].removeprefix("Value error, ")
+            if not err["loc"]:  # a check across settings: its message names what is wrong
+                problems.append(f"  - {message}")
+                continue
+            field = ".".join(str(p) for p in err["loc"])
+            problems.append(f"  - {field} (BRISK_{field.upper()}): {message}")
         raise ConfigError("invalid Brisk configuration:\n" + "\n".join(problems)) from None

@@ -138,3 +138,4 @@ def test_the_wheel_carries_the_browser_client(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"web/index.html", "web/app.js", "web/style.css"} <= names
     assert "agent/transports/webrtc.py" in names and "processors/turns/barge_in_policy.py" in names
+    assert "agent/business/harbor_lane_bikes.yaml" in names

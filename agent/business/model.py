@@ -1,0 +1,122 @@
+"""The business definition: typed, validated models of a business YAML file.
+
+Consumes a YAML file (``BRISK_BUSINESS``); returns a ``Business``, or raises ``BusinessError``
+with one message naming the file and the field that is wrong ("hours.saturday: ..."), so a
+malformed file stops start-up with a clear reason.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import time
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_SPAN = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+
+
+class BusinessError(ValueError):
+    """A business file that cannot be used; the message names the file and the field."""
+
+
+class Hours(BaseModel):
+    """One day's opening hours."""
+
+    model_config = ConfigDict(frozen=True)
+    opens: time
+    closes: time
+
+
+def _parse_day(spec):
+    """'HH:MM-HH:MM' -> Hours, 'closed' -> None (the field's location names the day)."""
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "closed"):
+        return None
+    if isinstance(spec, (Hours, dict)):
+        return spec
+    match = _SPAN.match(spec) if isinstance(spec, str) else None
+    if not match:
+        raise ValueError(f"expected 'HH:MM-HH:MM' or 'closed', got {spec!r}")
+    h1, m1, h2, m2 = map(int, match.groups())
+    try:
+        opens, closes = time(h1, m1), time(h2, m2)
+    except ValueError:
+        raise ValueError(f"{spec!r} is not a time of day") from None
+    if closes <= opens:
+        raise ValueError(f"closes ({closes:%H:%M}) before it opens ({opens:%H:%M})")
+    return Hours(opens=opens, closes=closes)
+
+
+DayHours = Annotated[Hours | None, BeforeValidator(_parse_day)]
+
+
+class Business(BaseModel):
+    """Everything the bot may state as a fact about the business."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="What the business is called.")
+    kind: str = Field("a business", description="What it is, said after its name ('a small bicycle shop').")
+    greeting: str = Field(min_length=1, description="What the bot says first when a call opens.")
+    timezone: str = Field(description="IANA time zone of the business ('Europe/London'): what 'today' means.")
+    address: str = Field(min_length=1)
+    phone: str = Field(min_length=1)
+    hours: dict[Weekday, DayHours] = Field(description="Per weekday 'HH:MM-HH:MM', or 'closed'.")
+    prices: dict[str, str] = Field(default_factory=dict, description="Item -> its price, as said aloud.")
+    policies: dict[str, str] = Field(default_factory=dict, description="Topic -> the policy, one sentence.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as 'Europe/London')") from None
+        return value
+
+    @field_validator("hours")
+    @classmethod
+    def _every_day(cls, value: dict) -> dict:
+        missing = [day for day in WEEKDAYS if day not in value]
+        if missing:
+            raise ValueError(f"every weekday needs its hours or 'closed'; missing: {', '.join(missing)}")
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def default_business_path() -> Path:
+    """The example shipped with Brisk."""
+    return Path(str(resources.files("agent.business") / "harbor_lane_bikes.yaml"))
+
+
+def load_business(path: Path | str | None = None) -> Business:
+    """Read and validate a business file (the shipped example when None)."""
+    path = Path(path) if path else default_business_path()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise BusinessError(f"business file {path}: cannot be read ({error.strerror or error})") from None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" line {where.line + 1}:" if where else ""
+        raise BusinessError(f"business file {path}:{line} not valid YAML ({getattr(error, 'problem', error)})") from None
+    if not isinstance(data, dict):
+        raise BusinessError(f"business file {path}: expected a mapping of fields (name, hours, ...)")
+    try:
+        return Business.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "not a field a business file has"
+        raise BusinessError(f"business file {path}: {field}: {message}") from None
