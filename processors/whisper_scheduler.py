@@ -91,9 +91,11 @@ class WhisperScheduler:
             self._worker = loop.create_task(self._work(), name="whisper-scheduler")
 
     async def _work(self):
+        loop = asyncio.get_running_loop()
         while self._queue:
             job = heapq.heappop(self._queue)
-            if job.future.done():
+            # A job left by an event loop that has gone (tests run one per test) has nobody waiting.
+            if job.future.done() or job.future.get_loop() is not loop:
                 continue
             self._running = job
             job.task = asyncio.ensure_future(
