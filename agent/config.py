@@ -131,6 +131,9 @@ class BriskConfig(BaseSettings):
         None,
         description="The business file (YAML: name, hours, prices, policies, ...); unset = the Harbor Lane Bikes example.",
     )
+    fast_path: bool = Field(
+        True, description="Answer the business file's frequent questions (intents) from its facts, without the LLM."
+    )
     system_prompt: str | None = Field(
         None, description="System prompt; unset = generated from the business file (keep it free of clock times)."
     )

@@ -50,10 +50,12 @@ from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPI
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
+from agent.business.intents import IntentMatcher
 from agent.config import BriskConfig
 from processors.barge_in import BargeIn
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
+from processors.fast_path import FastPathResponder
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
 from processors.prefix_warmer import PrefixWarmer
@@ -149,6 +151,7 @@ class Call:
     speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
     speculative_audio: SpeculativeAudioCache | None = None  # held drafts' prefetched first chunks
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
+    fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
 
 
 class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
@@ -286,6 +289,14 @@ def make_tts(
     )
 
 
+def make_fast_path(config: BriskConfig, flavor: Flavor) -> FastPathResponder | None:
+    """Brisk answers the business's frequent questions from its facts; stock asks the LLM."""
+    business = config.business_definition
+    if flavor == "stock" or not config.fast_path or not business.intents:
+        return None
+    return FastPathResponder(IntentMatcher(business))
+
+
 def make_barge_in(config: BriskConfig) -> BargeIn:
     return BargeIn(
         BargeInPolicy(
@@ -345,6 +356,7 @@ def build_call(
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation)
+    fast_path = make_fast_path(config, flavor)
     if barge_in:
         # While the bot speaks, only speech that passes the barge-in policy starts a turn.
         turn_strategies.start = [barge_in.start_strategy()]
@@ -359,6 +371,7 @@ def build_call(
         make_stt(resources, flavor),
         aggregators.user(),
         *make_prompt_processors(resources, flavor),
+        *([fast_path] if fast_path else []),
         make_llm(resources, speculation, speculative_audio),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
@@ -398,4 +411,5 @@ def build_call(
         speculation=speculation,
         speculative_audio=speculative_audio,
         barge_in=barge_in,
+        fast_path=fast_path,
     )

@@ -32,6 +32,9 @@ from pipecat.frames.frames import (
 
 # Key of the bot turn id in ``Frame.metadata``.
 TURN_ID = "brisk.turn_id"
+# Key, in ``Frame.metadata`` of a fast-path answer's frames, of the intent it answers: such an
+# answer passes through the LLM service without a request, and is still the turn's answer.
+FAST_PATH = "brisk.fast_path"
 
 # Frames that make up a bot turn's output (and so can be stale); everything else passes untouched.
 _ANSWER_FRAMES = (

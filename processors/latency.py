@@ -22,6 +22,7 @@ from loguru import logger
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from frames.turn import FAST_PATH
 from processors import frame_kinds as kinds
 
 STAGES = (
@@ -69,7 +70,7 @@ class _ProcessorTrack:
 
 class _Turn:
     __slots__ = (
-        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn"
+        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path"
     )
 
     def __init__(self, n: int, start_ns: int):
@@ -79,6 +80,7 @@ class _Turn:
         self.stop_secs = 0.0
         self.user_text: list[str] = []
         self.bot_text: list[str] = []
+        self.fast_path: str | None = None  # the intent, when the answer came from the fast path
         self.speculative = False
         self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
 
@@ -174,6 +176,7 @@ class LatencyObserver(BaseObserver):
         {"turn": 1, "user_text": str, "bot_text": str,
          "reference": "speech_end" | "vad_estimate" | None, "interrupted": bool,
          "speculative": bool,  # the answered LLM request was a speculative one
+         "fast_path": str | None,  # the intent, when answered from the business's facts
          "speculations_withdrawn": int,  # speculative requests withdrawn before the answer
          "stages_ms": {stage: ms after the reference or None, for every stage in STAGES},
          "t0_monotonic": float | None}  # the reference, in time.monotonic() seconds
@@ -380,6 +383,10 @@ class LatencyObserver(BaseObserver):
             if role == kinds.LLM and "llm_request" in turn.stages:
                 turn.mark("llm_first_token", ts)
                 turn.bot_text.append(frame.text)
+            elif role == kinds.LLM and FAST_PATH in frame.metadata and turn.responding:
+                # Answered from the business's facts: no request, no first token, same answer.
+                turn.fast_path = frame.metadata[FAST_PATH]
+                turn.bot_text.append(frame.text)
         elif kind & kinds.TTS_AUDIO:
             if role == kinds.TTS and "tts_first_text" in turn.stages:
                 turn.mark("tts_first_audio", ts)
@@ -455,6 +462,7 @@ class LatencyObserver(BaseObserver):
             "turn": turn.n,
             "user_text": " ".join(t for t in turn.user_text if t),
             "bot_text": "".join(turn.bot_text).strip(),
+            "fast_path": turn.fast_path,
             "reference": reference,
             "interrupted": interrupted,
             "speculative": turn.speculative,

@@ -24,8 +24,9 @@ def artifacts_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def e2e_config():
-    # Short answers keep each call brief on 2 cores; everything else is the shipped default.
-    return load_config(llm_max_tokens=40)
+    # Short answers keep each call brief on 2 cores. These tests pin the LLM's path, and their
+    # questions (opening hours) are the fast path's: tests/test_fast_path_e2e.py covers that one.
+    return load_config(llm_max_tokens=40, fast_path=False)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

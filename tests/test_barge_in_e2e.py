@@ -62,7 +62,7 @@ async def served():
     llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0, answer_for=answer_for)
     barge_ins: list[BargeIn] = []
     async with serve_app(llm.app()) as llm_url:
-        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", fast_path=False)  # LLM answers to cut
         runtime = Runtime(config)
         await runtime.start()
         try:

@@ -53,7 +53,8 @@ async def scripted_llm():
 async def brisk(scripted_llm):
     """(base_url, app, runtime) of a Brisk server whose LLM is the scripted one."""
     _, llm_url = scripted_llm
-    config = load_config(llm_base_url=llm_url, llm_model="scripted")
+    # The LLM's drafts are under test: no question may be answered by the fast path instead.
+    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False)
     runtime = Runtime(config)
     await runtime.start()
     try:

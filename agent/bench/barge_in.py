@@ -214,7 +214,12 @@ async def run_barge_in(config, runtime, *, interruptions: int, backchannels: int
                                     total_timeout=config.llm_timeout_secs)
         # The same loaded Whisper and voice; only the LLM the calls talk to differs.
         shared = copy.copy(runtime)
-        shared.resources = dataclasses.replace(runtime.resources, llm_client=client, llm_model="scripted")
+        # Every answer is the LLM's long one, to be cut: no question is the fast path's.
+        resources = runtime.resources
+        shared.resources = dataclasses.replace(
+            resources, llm_client=client, llm_model="scripted",
+            config=resources.config.model_copy(update={"fast_path": False}),
+        )
         try:
             async with running_server(config, shared, "brisk") as (base_url, app):
                 result = await _call(base_url, app, interruptions, backchannels, log)

@@ -56,6 +56,21 @@ def _parse_day(spec):
 DayHours = Annotated[Hours | None, BeforeValidator(_parse_day)]
 
 
+class Intent(BaseModel):
+    """A frequent question, answered from the facts without the LLM (agent/business/intents.py).
+
+    A question is this intent when it holds one of ``keywords`` and is close enough to one of
+    ``examples``; ``answer`` is a template over the facts: ``{name}``, ``{phone}``,
+    ``{address}``, ``{hours}`` (the day asked about, "today", "tomorrow", "now", or the whole
+    week), ``{prices[item]}``, ``{policies[topic]}``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    keywords: list[str] = Field(min_length=1)
+    examples: list[str] = Field(min_length=1)
+    answer: str = Field(min_length=1)
+
+
 class Business(BaseModel):
     """Everything the bot may state as a fact about the business."""
 
@@ -70,6 +85,7 @@ class Business(BaseModel):
     hours: dict[Weekday, DayHours] = Field(description="Per weekday 'HH:MM-HH:MM', or 'closed'.")
     prices: dict[str, str] = Field(default_factory=dict, description="Item -> its price, as said aloud.")
     policies: dict[str, str] = Field(default_factory=dict, description="Topic -> the policy, one sentence.")
+    intents: dict[str, Intent] = Field(default_factory=dict, description="Frequent questions answered without the LLM.")
 
     @field_validator("timezone")
     @classmethod

@@ -1,0 +1,119 @@
+"""Fast path: a frequent question is answered from the business's own facts, with no LLM.
+
+Consumes (between the prompt processors and the LLM): ``LLMContextFrame``s, and the frames that
+settle a speculative one (``UserStoppedSpeakingFrame``, ``EagerEndOfTurnCancelFrame``,
+``InterruptionFrame``). For each context it asks ``answer_for`` (the business's intents,
+agent/business/intents.py) about the caller's last words.
+Emits: for an answered turn, the answer as an LLM would give it —
+``LLMFullResponseStartFrame``, one ``LLMTextFrame``, ``LLMFullResponseEndFrame`` — so the chunker,
+TTS, barge-in and the assistant aggregator treat it like any answer; the context frame itself
+does not reach the LLM. Anything else passes on untouched.
+Measures: ``hits``, each answered turn's intent and text; the answer's frames carry the intent
+(``frames.turn.FAST_PATH``), which the latency observer puts in the turn record.
+
+A speculative context (a draft on a stable partial) must not be heard before the turn is
+confirmed: its answer is held here, spoken on the ``UserStoppedSpeakingFrame`` that confirms it,
+and dropped when the draft is withdrawn (the real context then comes and is asked again). The
+confirmation is a system frame and can overtake the draft's context on its way here; a draft
+that arrives after its turn ended is spoken at once, as pipecat's ``SpeculationGate`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from loguru import logger
+from pipecat.frames.frames import (
+    EagerEndOfTurnCancelFrame,
+    Frame,
+    InterruptionFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from frames.turn import FAST_PATH
+
+
+@dataclass(frozen=True)
+class FastAnswer:
+    """An answer the fast path gives: which intent, and what is said."""
+
+    intent: str
+    text: str
+
+
+AnswerFor = Callable[[str], FastAnswer | None]
+
+
+def last_user_text(frame: LLMContextFrame) -> str:
+    for message in reversed(frame.context.get_messages()):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):  # OpenAI content parts
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return ""
+    return ""
+
+
+class FastPathResponder(FrameProcessor):
+    """Answers frequent questions without the LLM; see the module docstring."""
+
+    def __init__(self, answer_for: AnswerFor, **kwargs):
+        """Args: answer_for: the caller's words -> a ``FastAnswer``, or None for the LLM."""
+        super().__init__(**kwargs)
+        self._answer_for = answer_for
+        self._held: FastAnswer | None = None  # a speculative turn's answer, until confirmed
+        self._turn_ended = False
+        self.hits: list[FastAnswer] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if direction is FrameDirection.DOWNSTREAM:
+            if isinstance(frame, LLMContextFrame):
+                answer = self._answer(frame)
+                if answer is not None:
+                    if frame.speculation and not self._turn_ended:
+                        self._held = answer
+                    else:
+                        self._held = None
+                        await self._speak(answer)
+                    return
+                if not frame.speculation:
+                    self._held = None
+            elif isinstance(frame, UserStoppedSpeakingFrame):
+                self._turn_ended = True
+                await self.push_frame(frame, direction)
+                held, self._held = self._held, None
+                if held is not None:
+                    await self._speak(held)
+                return
+            elif isinstance(frame, (EagerEndOfTurnCancelFrame, InterruptionFrame, UserStartedSpeakingFrame)):
+                self._held = None
+                if isinstance(frame, UserStartedSpeakingFrame):
+                    self._turn_ended = False
+        await self.push_frame(frame, direction)
+
+    def _answer(self, frame: LLMContextFrame) -> FastAnswer | None:
+        text = last_user_text(frame)
+        try:
+            answer = self._answer_for(text) if text.strip() else None
+        except Exception as error:  # a bad template must cost the fast path, not the call
+            logger.exception(f"{self}: fast path failed on [{text}]: {error}")
+            return None
+        if answer is not None:
+            logger.debug(f"{self}: {answer.intent} answered without the LLM: [{text}] -> [{answer.text}]")
+        return answer
+
+    async def _speak(self, answer: FastAnswer):
+        self.hits.append(answer)
+        for frame in (LLMFullResponseStartFrame(), LLMTextFrame(answer.text), LLMFullResponseEndFrame()):
+            frame.metadata[FAST_PATH] = answer.intent
+            await self.push_frame(frame)
