@@ -69,7 +69,8 @@ def llm() -> ScriptedLLM:
 async def phone_runtime(llm):
     # The embedded ASR and voice, with the scripted LLM as an external OpenAI-compatible one.
     async with serve_app(llm.app()) as llm_url:
-        runtime = Runtime(load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted"))
+        # The LLM's answer over the phone is under test: the fast path would answer its question.
+        runtime = Runtime(load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", fast_path=False))
         await runtime.start()
         yield runtime
         await runtime.stop()

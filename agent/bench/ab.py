@@ -184,6 +184,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         "bot_text": (record or {}).get("bot_text", ""),
         "pipeline_turns": len(records),
         "speculative": bool((record or {}).get("speculative")),
+        "fast_path": (record or {}).get("fast_path"),  # the intent, when answered without the LLM
         "cpu_s": {
             "agent": round(cpu, 3),
             "llm_server": None if llm_cpu0 is None or llm_cpu1 is None else round(llm_cpu1 - llm_cpu0, 3),
