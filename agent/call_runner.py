@@ -21,12 +21,13 @@ from agent.pipeline import Call
 async def run_call(call: Call, *, label: str, ticket: Ticket | None, max_duration_s: float | None) -> None:
     """Run ``call`` to its end; ``label`` names it in the log ("call <pc_id>")."""
     limit = None
+    ending: list[asyncio.Task] = []  # held, so the loop does not drop the task half way
     if max_duration_s:
         loop = asyncio.get_running_loop()
 
         def over_time():
             logger.warning(f"{label}: reached the maximum call duration ({max_duration_s:g} s); ending it")
-            asyncio.ensure_future(call.worker.cancel(reason="maximum call duration"))
+            ending.append(loop.create_task(call.worker.cancel(reason="maximum call duration")))
 
         limit = loop.call_later(max_duration_s, over_time)
     try:

@@ -80,8 +80,10 @@ class IntentMatcher:
         if matched is None:
             return None
         name = matched[0]
-        fields = _Facts(self.business, hours=self.hours_answer(text))
-        answer = string.Formatter().vformat(self.business.intents[name].answer, (), fields)
+        template = self.business.intents[name].answer
+        # Working out the day asked about is only for templates that say the hours.
+        fields = _Facts(self.business, hours=self.hours_answer(text) if "{hours" in template else "")
+        answer = string.Formatter().vformat(template, (), fields)
         return FastAnswer(name, answer[:1].upper() + answer[1:])
 
     def hours_answer(self, text: str) -> str:
@@ -102,10 +104,11 @@ class IntentMatcher:
 
     def _on(self, day: str, when: str | None = None) -> str:
         hours = self.business.hours[day]
-        label = f"{when}, {day.title()}," if when else f"on {day.title()}"
+        said = f"{when}, {day.title()}" if when else f"on {day.title()}"
         if hours is None:
-            return f"We're closed {label.rstrip(',')}." if when is None else f"We're closed {when}, {day.title()}."
-        return f"{label[0].upper()}{label[1:]} we're open from {spoken_hours(hours)}."
+            return f"We're closed {said}."
+        opener = f"{said}," if when else said
+        return f"{opener[0].upper()}{opener[1:]} we're open from {spoken_hours(hours)}."
 
     def _open_now(self, now: datetime) -> str:
         hours = self.business.hours[WEEKDAYS[now.weekday()]]
