@@ -6,6 +6,7 @@
     python -m agent prepare-llm-server
     python -m agent livekit-worker
     python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
+    python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ class BriskConfig(BaseSettings):
         "tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate)."
     )
     whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
+    stt_vocabulary: bool = Field(
+        True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords."
+    )
     stt_partial_interval_secs: float = Field(
         0.2, gt=0, description="Target cadence of partial transcripts while the user speaks (stretches under load)."
     )
@@ -134,6 +137,13 @@ class BriskConfig(BaseSettings):
     fast_path: bool = Field(
         True, description="Answer the business file's frequent questions (intents) from its facts, without the LLM."
     )
+    llm_grounding: bool = Field(
+        True, description="Give the LLM the business facts each question is about, and the caller's date, next to it."
+    )
+    llm_answer_check: bool = Field(
+        True, description="Hold each LLM answer to the facts; an unsupported one is replaced by the business's unknown_answer."
+    )
+    llm_fact_lines: int = Field(3, ge=1, description="Most fact lines retrieved from the business file for one question.")
     system_prompt: str | None = Field(
         None, description="System prompt; unset = generated from the business file (keep it free of clock times)."
     )

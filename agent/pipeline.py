@@ -50,11 +50,14 @@ from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPI
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
+from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
 from agent.config import BriskConfig
+from processors.answer_check import AnswerCheckMixin
 from processors.barge_in import BargeIn
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
+from processors.fact_grounding import FactGrounding
 from processors.fast_path import FastPathResponder
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
@@ -154,8 +157,12 @@ class Call:
     fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
 
 
-class BriskLLMService(DraftAccountingMixin, ResilientOpenAILLMService):
-    """The LLM service, also counting what each speculative draft costs (processors/turns/speculative_user_turn_stop.py)."""
+class BriskLLMService(AnswerCheckMixin, DraftAccountingMixin, ResilientOpenAILLMService):
+    """The LLM service, its answers held to the facts, counting what each speculative draft costs."""
+
+
+class CheckedLLMService(AnswerCheckMixin, ResilientOpenAILLMService):
+    """The LLM service with its answers held to the business facts (processors/answer_check.py)."""
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
@@ -198,8 +205,14 @@ def make_llm(
     resources: Resources,
     speculation: SpeculationStats | None = None,
     speculative_audio: SpeculativeAudioCache | None = None,
+    flavor: Flavor = "brisk",
 ) -> OpenAILLMService:
     config = resources.config
+    check = {}
+    if flavor == "brisk" and config.llm_answer_check:
+        business = config.business_definition
+        check = dict(answer_check=FactIndex(business, limit=config.llm_fact_lines).supports,
+                     unsupported_text=business.unknown_answer)
     kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,
@@ -211,9 +224,11 @@ def make_llm(
             max_tokens=config.llm_max_tokens,
         ),
     )
-    if speculation is None:
-        return ResilientOpenAILLMService(**kwargs)
-    return BriskLLMService(speculation_stats=speculation, speculative_audio=speculative_audio, **kwargs)
+    if speculation is not None:
+        return BriskLLMService(speculation_stats=speculation, speculative_audio=speculative_audio, **check, **kwargs)
+    if check:
+        return CheckedLLMService(**check, **kwargs)
+    return ResilientOpenAILLMService(**kwargs)
 
 
 def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
@@ -289,12 +304,22 @@ def make_tts(
     )
 
 
-def make_fast_path(config: BriskConfig, flavor: Flavor) -> FastPathResponder | None:
+def make_fast_path(
+    config: BriskConfig, flavor: Flavor, speculative_audio: SpeculativeAudioCache | None = None
+) -> FastPathResponder | None:
     """Brisk answers the business's frequent questions from its facts; stock asks the LLM."""
     business = config.business_definition
     if flavor == "stock" or not config.fast_path or not business.intents:
         return None
-    return FastPathResponder(IntentMatcher(business))
+    facts = FactIndex(business, limit=config.llm_fact_lines) if config.llm_grounding else None
+    return FastPathResponder(IntentMatcher(business, facts=facts), speculative_audio=speculative_audio)
+
+
+def make_grounding(config: BriskConfig, flavor: Flavor) -> FactGrounding | None:
+    """Brisk puts the facts a question is about next to it; stock sends the context as it is."""
+    if flavor == "stock" or not config.llm_grounding:
+        return None
+    return FactGrounding(FactIndex(config.business_definition, limit=config.llm_fact_lines).grounding)
 
 
 def make_barge_in(config: BriskConfig) -> BargeIn:
@@ -356,7 +381,8 @@ def build_call(
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation)
-    fast_path = make_fast_path(config, flavor)
+    fast_path = make_fast_path(config, flavor, speculative_audio)
+    grounding = make_grounding(config, flavor)
     if barge_in:
         # While the bot speaks, only speech that passes the barge-in policy starts a turn.
         turn_strategies.start = [barge_in.start_strategy()]
@@ -372,7 +398,8 @@ def build_call(
         aggregators.user(),
         *make_prompt_processors(resources, flavor),
         *([fast_path] if fast_path else []),
-        make_llm(resources, speculation, speculative_audio),
+        *([grounding] if grounding else []),
+        make_llm(resources, speculation, speculative_audio, flavor),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
         make_tts(resources, flavor, speculative_audio),

@@ -92,7 +92,10 @@ class Runtime:
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine
 
-        return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads)
+        from agent.business.facts import vocabulary_of
+
+        vocabulary = vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
+        return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=vocabulary)
 
     def _load_tts(self):
         if self.config.tts_engine != "hibari":

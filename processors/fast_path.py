@@ -13,7 +13,9 @@ Measures: ``hits``, each answered turn's intent and text; the answer's frames ca
 
 A speculative context (a draft on a stable partial) must not be heard before the turn is
 confirmed: its answer is held here, spoken on the ``UserStoppedSpeakingFrame`` that confirms it,
-and dropped when the draft is withdrawn (the real context then comes and is asked again). The
+and dropped when the draft is withdrawn (the real context then comes and is asked again).
+While it is held, its first chunk is synthesised (``SpeculativeAudioCache.prefetch_answer``),
+so a confirmed answer's audio is ready as a speculative LLM draft's is. The
 confirmation is a system frame and can overtake the draft's context on its way here; a draft
 that arrives after its turn ended is spoken at once, as pipecat's ``SpeculationGate`` does.
 """
@@ -38,6 +40,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.turn import FAST_PATH
+from processors.speculative_tts import SpeculativeAudioCache
 
 
 @dataclass(frozen=True)
@@ -66,10 +69,14 @@ def last_user_text(frame: LLMContextFrame) -> str:
 class FastPathResponder(FrameProcessor):
     """Answers frequent questions without the LLM; see the module docstring."""
 
-    def __init__(self, answer_for: AnswerFor, **kwargs):
-        """Args: answer_for: the caller's words -> a ``FastAnswer``, or None for the LLM."""
+    def __init__(self, answer_for: AnswerFor, *, speculative_audio: SpeculativeAudioCache | None = None, **kwargs):
+        """Args: answer_for: the caller's words -> a ``FastAnswer``, or None for the LLM;
+        speculative_audio: the call's cache (shared with the TTS), to synthesise a held answer's
+        first chunk before the turn is confirmed.
+        """
         super().__init__(**kwargs)
         self._answer_for = answer_for
+        self._audio = speculative_audio
         self._held: FastAnswer | None = None  # a speculative turn's answer, until confirmed
         self._turn_ended = False
         self.hits: list[FastAnswer] = []
@@ -81,25 +88,37 @@ class FastPathResponder(FrameProcessor):
                 answer = self._answer(frame)
                 if answer is not None:
                     if frame.speculation and not self._turn_ended:
-                        self._held = answer
+                        if answer != self._held:
+                            self._drop()
+                            self._held = answer
+                            if self._audio is not None:
+                                await self._audio.prefetch_answer(answer.text)
                     else:
-                        self._held = None
+                        self._drop()
                         await self._speak(answer)
                     return
                 if not frame.speculation:
-                    self._held = None
+                    self._drop()
             elif isinstance(frame, UserStoppedSpeakingFrame):
                 self._turn_ended = True
                 await self.push_frame(frame, direction)
                 held, self._held = self._held, None
                 if held is not None:
+                    if self._audio is not None:
+                        self._audio.confirm()
                     await self._speak(held)
                 return
             elif isinstance(frame, (EagerEndOfTurnCancelFrame, InterruptionFrame, UserStartedSpeakingFrame)):
-                self._held = None
+                self._drop()
                 if isinstance(frame, UserStartedSpeakingFrame):
                     self._turn_ended = False
         await self.push_frame(frame, direction)
+
+    def _drop(self):
+        """Forget a held answer, and its prefetched audio."""
+        if self._held is not None and self._audio is not None:
+            self._audio.discard("the fast path's held answer was dropped")
+        self._held = None
 
     def _answer(self, frame: LLMContextFrame) -> FastAnswer | None:
         text = last_user_text(frame)

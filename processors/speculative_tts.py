@@ -144,6 +144,29 @@ class SpeculativeAudioCache:
                 self._start(tail.text)
             self._cutting = False
 
+    # -- a held answer known whole (the fast path's) --------------------------------------------
+
+    async def prefetch_answer(self, text: str):
+        """Synthesise the first chunk of an answer that is held, whole, until its turn is confirmed.
+
+        The fast path (processors/fast_path.py) knows a speculative turn's answer at once; its
+        audio is made while the caller is still finishing, as a draft's is. ``confirm`` when the
+        turn is confirmed, ``discard`` when it is withdrawn.
+        """
+        if self._synthesize is None:
+            return
+        await self._cutter.reset()
+        chunks = [chunk async for chunk in self._cutter.aggregate(text)]
+        first = chunks[0] if chunks else await self._cutter.flush()
+        self._cutting = False
+        if first is not None:
+            self._start(first.text)
+
+    def confirm(self):
+        """The held answer's turn is confirmed: its prefetched audio may be spoken."""
+        if self._prefetch is not None:
+            self._prefetch.committed = True
+
     def _start(self, text: str):
         self._cutting = False
         self.discard("replaced by a newer draft")

@@ -89,13 +89,17 @@ class WhisperEngine:
     CTranslate2 runs one transcription at a time per engine.
     """
 
-    def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper"):
+    def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper",
+                 vocabulary: str | None = None):
         """Wrap an already loaded model.
 
         Args:
             model: The faster-whisper model.
             language: Language to transcribe (English-only models accept only "en").
             name: Model name reported in pipecat metrics.
+            vocabulary: Words the callers will say (names, products), given to Whisper the
+                way faster-whisper gives ``hotwords``: as previous text before the
+                transcript, which makes those words likelier ("shop" over "sharp").
         """
         self._model = model
         self.language = language
@@ -103,12 +107,21 @@ class WhisperEngine:
         self._tokenizer = Tokenizer(
             model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language
         )
-        self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
+        self.vocabulary = vocabulary.strip() if vocabulary and vocabulary.strip() else None
+        self._prompt = [*self._vocabulary_tokens(), *self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
         self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer, [-1]))
         self._lock = threading.Lock()
         # Its own thread: Whisper never waits behind the TTS (or anything else) in the default
         # pool, and never holds one of its threads.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"whisper-{name}")
+
+    def _vocabulary_tokens(self) -> list[int]:
+        # The layout of faster-whisper's get_prompt(hotwords=...), which this engine's own
+        # decode (a short window, see the class doc) cannot call.
+        if not self.vocabulary:
+            return []
+        tokens = self._tokenizer.encode(" " + self.vocabulary)[: self._model.max_length // 2 - 1]
+        return [self._tokenizer.sot_prev, *tokens]
 
     @classmethod
     def load(
@@ -121,6 +134,7 @@ class WhisperEngine:
         language: str = "en",
         name: str | None = None,
         warm_up: bool = True,
+        vocabulary: str | None = None,
     ) -> "WhisperEngine":
         """Load a CTranslate2 Whisper model directory.
 
@@ -132,11 +146,12 @@ class WhisperEngine:
             language: Language to transcribe.
             name: Model name for metrics; defaults to the directory name.
             warm_up: Run one dummy transcription now, so the first real one is not cold.
+            vocabulary: Words the callers will say (see ``__init__``).
         """
         model = WhisperModel(
             str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads
         )
-        engine = cls(model, language=language, name=name or Path(model_path).name)
+        engine = cls(model, language=language, name=name or Path(model_path).name, vocabulary=vocabulary)
         if warm_up:
             engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
         return engine
@@ -211,7 +226,7 @@ class WhisperEngine:
         # Past 30 s a single window cannot hold the clip: let faster-whisper seek through it.
         # It drops non-speech segments with the same rule, so report the most speech-like one.
         segments, _ = self._model.transcribe(
-            audio, language=self.language, beam_size=1, condition_on_previous_text=False
+            audio, language=self.language, beam_size=1, condition_on_previous_text=False, hotwords=self.vocabulary
         )
         segments = list(segments)
         window = self._model.feature_extractor.nb_max_frames

@@ -21,7 +21,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from agent.bench.ab import answering_record, parse_args, rebased_stages
+from agent.bench.ab import parse_args
+from agent.bench.calls import answering_record, rebased_stages
 from agent.bench.corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
 from agent.bench.meters import (
     LLM_KEYS,

@@ -1,6 +1,7 @@
 """``agent bench``: Brisk against stock pipecat, side by side, on the same models and transport.
 
     python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
+    python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
 
 One ``Runtime`` (one LLM server, one Whisper, one voice) serves two HTTP servers in this
 process: stock pipecat as ``agent/pipeline.py`` builds it, and Brisk as configured by default.
@@ -43,21 +44,21 @@ import os
 import sys
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 from pipecat.audio.vad.vad_analyzer import VADParams
 
 from agent.bench import capacity, overhead, phone
 from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
-from agent.bench.corpus import WARMUP, Clip, render, select
-from agent.bench.listening import NO_ANSWER_S, first_audible_answer
-from agent.bench.meters import LLMMeter, LLMUsageObserver, prefix_warmups, process_cpu_s
+from agent.bench.calls import Side, bench_call
+from agent.bench.corpus import WARMUP, render, select
+from agent.bench.listening import NO_ANSWER_S
+from agent.bench.meters import LLMMeter
 from agent.bench.plot import plot
-from agent.bench.report import FLAVORS, WAYPOINTS, format_table, machine_info, summarize_side, v2v_ratios
+from agent.bench.report import FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
 from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
-from agent.bench.stats import fmt, word_error_rate
-from agent.caller.aiortc_caller import AUDIBLE_RMS, WavMicrophone, WebRTCCaller
+from agent.bench.stats import fmt
+from agent.caller.aiortc_caller import AUDIBLE_RMS
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
@@ -68,130 +69,6 @@ SCRIPTED_TTFT_MS = 300
 SCRIPTED_TOKENS_PER_S = 30.0
 # Spoken answers are one or two sentences; the cap only bounds a rambling small model.
 EMBEDDED_MAX_TOKENS = 60
-LISTEN_S = 0.3  # scripted: how much of the answer to hear before hanging up
-
-
-# -- one call ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Side:
-    flavor: str
-    base_url: str
-    app: object
-
-
-def answering_record(records: list[dict], end: float) -> dict | None:
-    """The server turn record whose first audio came after the end of speech, else the last one.
-
-    A turn with pauses can be split by the pipeline into several records; a fragment answered
-    before the user finished is not the answer to the turn.
-    """
-    for record in records:
-        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
-        if t0 is not None and fao is not None and t0 + fao / 1000 > end:
-            return record
-    return records[-1] if records else None
-
-
-def rebased_stages(record: dict | None, end: float) -> dict:
-    """Waterfall in ms after the true end of speech (the server measured from the VAD's estimate)."""
-    stages = {"speech_end": 0.0}
-    raw = (record or {}).get("stages_ms") or {}
-    t0 = (record or {}).get("t0_monotonic")
-    for stage in WAYPOINTS:
-        ms = raw.get(stage)
-        stages[stage] = None if ms is None or t0 is None else round((t0 + ms / 1000 - end) * 1000, 1)
-    return stages
-
-
-async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | None,
-                     scripted_llm: ScriptedLLM | None, before_call=None) -> dict:
-    """Speak ``clip`` into one new call to ``side``; return the turn's measurements.
-
-    ``before_call`` (a coroutine function) runs first, outside the measured window.
-    """
-    if before_call is not None:
-        await before_call()
-    caller = WebRTCCaller(side.base_url)
-    mic = WavMicrophone(clip.samples, clip.sample_rate)
-    calls = side.app.state.calls
-    usage = LLMUsageObserver()
-
-    def attach(_pc_id, new_call):
-        new_call.worker.add_observer(usage)
-
-    # Before the call starts, so what its prefix warmer sends at the start is the call's cost.
-    server_mark = await meter.mark()
-    calls.listeners.append(attach)
-    try:
-        await caller.connect(mic)
-    finally:
-        calls.listeners.remove(attach)
-    pc_id = caller.pc_id
-    call, task = calls.calls.get(pc_id), calls.tasks.get(pc_id)
-    requests_before = len(scripted_llm.requests) if scripted_llm else 0
-    cpu0, llm_cpu0 = time.process_time(), process_cpu_s(llm_pid)
-    records_before = len(call.latency.turns) if call else 0
-
-    def done(first: float, now: float) -> bool:
-        if scripted_llm is not None:
-            return now - first >= LISTEN_S and not scripted_llm.busy(requests_before)
-        closed = call.latency.turns[records_before:] if call else []
-        return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
-
-    try:
-        await asyncio.wait_for(mic.finished.wait(), timeout=clip.duration_s + 30)
-        end = mic.time_of_sample(round(clip.speech_end_s * clip.sample_rate))
-        first, cut = await first_audible_answer(caller, end, done)
-        cpu = time.process_time() - cpu0
-        llm_cpu1 = process_cpu_s(llm_pid)
-    finally:
-        await caller.close()
-        if task is not None:
-            # The pipeline closes its last turn record as it ends; wait for it.
-            await asyncio.wait([task], timeout=10)
-    records = call.latency.summary()["turns"] if call else []
-    record = answering_record(records, end)
-    utterance = clip.utterance
-    # What the pipeline heard of the whole utterance, even when it cut it into several turns.
-    heard = records[: records.index(record) + 1] if record else []
-    user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
-    stats = getattr(call, "speculation", None)
-    llm = await meter.measure(usage, server_mark, speculation=stats, warmups=prefix_warmups(call))
-    if first is None:
-        outcome = "no_audio"
-    elif any(r.get("bot_text") for r in records):
-        outcome = "answered"
-    else:
-        outcome = "no_llm_answer"  # audio, but no LLM text: the spoken apology after an LLM error
-    return {
-        "utterance": utterance.id,
-        "kind": utterance.kind,
-        "voice": utterance.voice,
-        "wpm": utterance.wpm,
-        "text": utterance.text,
-        "side": side.flavor,
-        "speech_end_s": round(clip.speech_end_s, 3),
-        "last_voiced_s": round(clip.last_voiced_s, 3),
-        "answered": outcome == "answered",
-        "outcome": outcome,
-        "cut": cut,
-        "v2v_ms": None if first is None else round((first - end) * 1000, 1),
-        "stages_ms": rebased_stages(record, end),
-        "user_text": user_text,
-        "wer": round(word_error_rate(utterance.text, user_text), 3),
-        "bot_text": (record or {}).get("bot_text", ""),
-        "pipeline_turns": len(records),
-        "speculative": bool((record or {}).get("speculative")),
-        "fast_path": (record or {}).get("fast_path"),  # the intent, when answered without the LLM
-        "cpu_s": {
-            "agent": round(cpu, 3),
-            "llm_server": None if llm_cpu0 is None or llm_cpu1 is None else round(llm_cpu1 - llm_cpu0, 3),
-        },
-        "llm": llm,
-        "speculation": stats.as_dict() if stats is not None else None,
-    }
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -341,7 +218,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
                         help="capacity instead of the A/B: that many calls at once per level, "
                              f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
+    parser.add_argument("--suite", choices=("ab", "faq"), default="ab",
+                        help="ab: Brisk vs stock on the latency corpus (default); faq: spoken questions about the "
+                             "business, graded for right and wrong facts (JSON key \"faq\", agent/bench/faq.py)")
     args = parser.parse_args(argv)
+    if args.suite == "faq" and (args.quick or args.concurrency):
+        parser.error("--suite faq takes --llm, --turns and --json only")
     if args.llm is None:
         args.llm = "scripted" if args.quick else "embedded"
     if args.turns is None and args.quick:
@@ -362,6 +244,8 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     if args.concurrency:
         return _capacity_main(args, started)
+    if args.suite == "faq":
+        return _faq_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
                   ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
@@ -393,6 +277,18 @@ def _capacity_main(args: argparse.Namespace, started: float) -> int:
                          "method": capacity.__doc__.split("\n\n")[1].replace("\n", " ")}}
     print(capacity.format_capacity(levels, args.llm))
     _write_json(result, args.json_path)
+    return 0
+
+
+def _faq_main(args: argparse.Namespace, started: float) -> int:
+    from agent.bench import faq
+
+    machine = machine_info()
+    suite = asyncio.run(faq.run_faq(llm=args.llm, turns=args.turns, log=_log))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(faq.format_faq(suite))
+    _write_json({"faq": suite, "machine": machine}, args.json_path)
     return 0
 
 

@@ -75,7 +75,7 @@ class Clip:
         return len(self.samples) / self.sample_rate
 
 
-def _u(id, kind, voice, wpm, *parts) -> Utterance:
+def spoken(id, kind, voice, wpm, *parts) -> Utterance:
     """Parts alternate text and pause (ms): ``"I lost it,", 450, "and the receipt."``."""
     segments = tuple(p for p in parts if isinstance(p, str))
     pauses = tuple(p for p in parts if isinstance(p, int))
@@ -85,39 +85,39 @@ def _u(id, kind, voice, wpm, *parts) -> Utterance:
 ARCTIC_TEXT = "He turned sharply, and faced Gregson across the table."
 
 CORPUS: tuple[Utterance, ...] = (
-    _u("open-saturday", "short", "en-us", 160, "What time do you open on Saturday?"),
-    _u("return-no-receipt", "pause", "en-gb", 150,
+    spoken("open-saturday", "short", "en-us", 160, "What time do you open on Saturday?"),
+    spoken("return-no-receipt", "pause", "en-gb", 150,
        "I'd like to return a jacket I bought last week,", 450, "but I lost the receipt."),
-    _u("ship-canada", "filler", "en-us+f5", 170, "Um, do you ship to Canada?"),
-    _u("late-package", "long", "en-gb-scotland", 175,
+    spoken("ship-canada", "filler", "en-us+f5", 170, "Um, do you ship to Canada?"),
+    spoken("late-package", "long", "en-gb-scotland", 175,
        "My package was supposed to arrive yesterday, but the tracking page still says "
        "it is in transit. What should I do?"),
-    _u("arctic-a0009", "recorded", "arctic", 0, ARCTIC_TEXT),
-    _u("charged-twice", "pause", "en-us+m3", 165,
+    spoken("arctic-a0009", "recorded", "arctic", 0, ARCTIC_TEXT),
+    spoken("charged-twice", "pause", "en-us+m3", 165,
        "Hi, um, I was charged twice for the same order,", 500, "and I'd like a refund for one of them."),
-    _u("speak-person", "short", "en-029", 140, "Can I speak to a person, please?"),
-    _u("password-reset", "pause", "en-us+f2", 185,
+    spoken("speak-person", "short", "en-029", 140, "Can I speak to a person, please?"),
+    spoken("password-reset", "pause", "en-us+f2", 185,
        "I forgot my password,", 350, "and the reset email never came."),
-    _u("change-address", "short", "en-gb-x-rp", 155, "Can I change the delivery address on my order?"),
-    _u("monthly-plan", "short", "en-us", 190, "How much is the monthly plan?"),
-    _u("main-street-sunday", "short", "en-gb+f2", 150, "Is the store on Main Street open on Sundays?"),
-    _u("headphone-warranty", "short", "en-gb", 170, "What is the warranty on the wireless headphones?"),
-    _u("sofa-blue", "filler", "en-us+m3", 145, "Uh, do you have this sofa in blue?"),
-    _u("shipping-time", "filler", "en-gb-scotland", 160, "Um, how long does shipping usually take?"),
-    _u("cancel-subscription", "short", "en-029", 175, "I want to cancel my subscription."),
-    _u("gift-cards", "pause", "en-us", 150,
+    spoken("change-address", "short", "en-gb-x-rp", 155, "Can I change the delivery address on my order?"),
+    spoken("monthly-plan", "short", "en-us", 190, "How much is the monthly plan?"),
+    spoken("main-street-sunday", "short", "en-gb+f2", 150, "Is the store on Main Street open on Sundays?"),
+    spoken("headphone-warranty", "short", "en-gb", 170, "What is the warranty on the wireless headphones?"),
+    spoken("sofa-blue", "filler", "en-us+m3", 145, "Uh, do you have this sofa in blue?"),
+    spoken("shipping-time", "filler", "en-gb-scotland", 160, "Um, how long does shipping usually take?"),
+    spoken("cancel-subscription", "short", "en-029", 175, "I want to cancel my subscription."),
+    spoken("gift-cards", "pause", "en-us", 150,
        "Could you tell me, um,", 400, "whether the gift cards expire?"),
-    _u("update-card", "short", "en-us+f2", 165, "How do I update the credit card on my account?"),
-    _u("where-order", "short", "en-gb-x-rp", 180, "Where is my order?"),
-    _u("add-item", "pause", "en-gb", 160,
+    spoken("update-card", "short", "en-us+f2", 165, "How do I update the credit card on my account?"),
+    spoken("where-order", "short", "en-gb-x-rp", 180, "Where is my order?"),
+    spoken("add-item", "pause", "en-gb", 160,
        "My order number is four five seven two,", 600, "and I want to add a second item before it ships."),
-    _u("price-match", "short", "en-us+m3", 185, "Do you price match other stores?"),
-    _u("app-logout", "long", "en-us", 170,
+    spoken("price-match", "short", "en-us+m3", 185, "Do you price match other stores?"),
+    spoken("app-logout", "long", "en-us", 170,
        "The app keeps logging me out every time I close it on my phone. "
        "Is there a fix for that, or should I reinstall it?"),
-    _u("july-fourth", "short", "en-us+f5", 155, "Are you open on the fourth of July?"),
-    _u("store-pickup", "filler", "en-029", 150, "Um, can I pick up my order in the store instead?"),
-    _u("two-accounts", "long", "en-gb-x-rp", 165,
+    spoken("july-fourth", "short", "en-us+f5", 155, "Are you open on the fourth of July?"),
+    spoken("store-pickup", "filler", "en-029", 150, "Um, can I pick up my order in the store instead?"),
+    spoken("two-accounts", "long", "en-gb-x-rp", 165,
        "I have two accounts with the same email address,", 300,
        "and I would like to merge them into one so I can see all of my orders."),
 )
@@ -128,7 +128,7 @@ QUICK_IDS = (
     "late-package", "password-reset", "sofa-blue", "change-address",
 )
 # Not counted: one call per pipeline before the measured turns.
-WARMUP = _u("warmup", "short", "en-us", 170, "Hello, are you there?")
+WARMUP = spoken("warmup", "short", "en-us", 170, "Hello, are you there?")
 
 
 def select(turns: int | None, quick: bool) -> list[Utterance]:

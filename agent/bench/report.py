@@ -1,6 +1,6 @@
 """``agent bench``'s results: per-side statistics, the Brisk/stock ratios, the table, the machine.
 
-``summarize_side`` turns one side's turns (``ab.bench_call``'s dicts) into its JSON object,
+``summarize_side`` turns one side's turns (``calls.bench_call``'s dicts) into its JSON object,
 ``v2v_ratios`` gives the ``ratio`` object (paired bootstrap over utterances), ``format_table``
 prints both sides, and ``machine_info`` records where and on what the run happened.
 """

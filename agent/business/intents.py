@@ -9,8 +9,11 @@ Matching must not misfire, so a question is an intent only when both hold:
   the shop open" and "What time do you open" agree) are close to one of the intent's
   examples': difflib's ratio over the words, at least ``MIN_SIMILARITY``. "How do I find the
   best trails?" shares only "find" with "How do I find you?", and is left to the LLM.
-When two intents qualify the closer one wins. A question the intents do not cover ("Do you
-sell helmets for children?") has no keyword or no close example and goes to the LLM.
+When two intents qualify the closer one wins. A question the intents do not cover has no
+keyword or no close example and goes to the LLM, with the facts it is about
+(agent/business/facts.py); a question no fact of the file is about either ("Do you sell
+helmets for children?") is answered with the file's ``unknown_answer``, since a small model
+asked it guesses ("Yes, we do").
 
 Opening hours are answered for the day the question asks about: a weekday, "today",
 "tomorrow" or "now", from the caller's moment in the business's time zone; with no day, the
@@ -24,6 +27,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from difflib import SequenceMatcher
 
+import jellyfish
+
+from agent.business.facts import FactIndex, asked_items, item_words, same_word
 from agent.business.model import WEEKDAYS, Business
 from agent.business.prompt import opening_hours, spoken_hours, spoken_time
 from processors.fast_path import FastAnswer
@@ -42,20 +48,52 @@ _FUNCTION_WORDS = frozenset(
 _DAY_WORDS = frozenset({*WEEKDAYS, *(f"{d}s" for d in WEEKDAYS), "today", "tonight", "tomorrow", "now", "weekend"})
 
 
-def content_words(text: str) -> list[str]:
-    return ["day" if w in _DAY_WORDS else w for w in comparison_words(text) if w not in _FUNCTION_WORDS]
+def content_words(text: str, items: frozenset[str] = frozenset()) -> list[str]:
+    """The words that carry the question, any day as "day" and a run of item words as one "item"."""
+    words = []
+    for w in comparison_words(text):
+        if w in _FUNCTION_WORDS:
+            continue
+        if items and any(same_word(w, i) for i in items):
+            if not words or words[-1] != "item":
+                words.append("item")
+            continue
+        words.append("day" if w in _DAY_WORDS else w)
+    return words
+
+
 _NOW_WORDS = {"now", "currently", "moment"}
+
+
+def _written(word: str) -> str:
+    return word
+
+
+def _sound(word: str) -> str:
+    # "item" and "day" stand for any item or day: they are placeholders, not words to say.
+    return word if word in ("item", "day") else jellyfish.metaphone(word) or word
 
 
 class IntentMatcher:
     """The business's intents, ready to answer; call it with the caller's words."""
 
-    def __init__(self, business: Business, *, clock: Callable[[], datetime] | None = None):
-        """Args: clock: the current moment (aware); the wall clock in the business's zone when None."""
+    def __init__(self, business: Business, *, clock: Callable[[], datetime] | None = None,
+                 facts: FactIndex | None = None, sounds_alike: bool = True):
+        """Args:
+            clock: the current moment (aware); the wall clock in the business's zone when None.
+            facts: when given, a question that no intent and no fact of the file is about gets
+                the file's ``unknown_answer`` (intent "unknown") instead of an LLM guess.
+            sounds_alike: also match words by how they sound (see ``match``).
+        """
+        self.sounds_alike = sounds_alike
         self.business = business
         self._clock = clock or (lambda: datetime.now(business.zone))
+        self._facts = facts
+        # Any priced item is the same word to the matcher: "a tune-up" is "a city bike rental".
+        self._items = frozenset(w for item in business.prices for w in item_words(item))
         self._examples = {
-            name: [content_words(example) for example in intent.examples] for name, intent in business.intents.items()
+            name: [content_words(example, self._items) for example in intent.examples]
+            for name, intent in business.intents.items()
         }
         self._keywords = {
             name: {w for keyword in intent.keywords for w in comparison_words(keyword)}
@@ -63,28 +101,65 @@ class IntentMatcher:
         }
 
     def match(self, text: str) -> tuple[str, float] | None:
-        """(intent, similarity to its closest example), or None."""
-        words = set(comparison_words(text))
-        content = content_words(text)
+        """(intent, similarity to its closest example), or None.
+
+        Words are compared as written first; when nothing matches, as they sound (their
+        Metaphone keys), so a mishearing that keeps the sound ("tuna" for "tune", "chipping"
+        for "shipping") still finds its intent. Both rules need a keyword and a close example.
+        """
+        return self._match(text, _written) or (self._match(text, _sound) if self.sounds_alike else None)
+
+    def _match(self, text: str, form: Callable[[str], str]) -> tuple[str, float] | None:
+        words = {form(w) for w in comparison_words(text)}
+        content = [form(w) for w in content_words(text, self._items)]
         best = None
         for name in self.business.intents:
-            if not words & self._keywords[name]:
+            if not words & {form(k) for k in self._keywords[name]}:
                 continue
-            score = max(SequenceMatcher(None, example, content, autojunk=False).ratio() for example in self._examples[name])
+            examples = ([form(w) for w in example] for example in self._examples[name])
+            score = max(SequenceMatcher(None, example, content, autojunk=False).ratio() for example in examples)
             if score >= MIN_SIMILARITY and (best is None or score > best[1]):
                 best = (name, score)
         return best
 
     def __call__(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
-        if matched is None:
+        name = matched[0] if matched else self._policy_asked(text)
+        if name is None:
+            if self._facts is not None and is_question(text) and not asks_for_person(text) \
+                    and not self._facts.relevant(text):
+                return FastAnswer("unknown", self.business.unknown_answer)
             return None
-        name = matched[0]
         template = self.business.intents[name].answer
-        # Working out the day asked about is only for templates that say the hours.
-        fields = _Facts(self.business, hours=self.hours_answer(text) if "{hours" in template else "")
+        if "{hours" in template and set(comparison_words(text)) & _SPECIAL_DAYS:
+            # The file has weekly hours only: a holiday's are not known, and a guess is wrong.
+            return FastAnswer("unknown", self.business.unknown_answer)
+        # Working out the day (or item) asked about is only for templates that say it.
+        price = ""
+        if "{price}" in template:
+            price = self.price_answer(text)
+            if price is None:  # no item of the price list named: the LLM, with the prices, answers
+                return None
+        fields = _Facts(self.business, hours=self.hours_answer(text) if "{hours" in template else "", price=price)
         answer = string.Formatter().vformat(template, (), fields)
+        if matched is None and self._facts.unknown_words(text):
+            # The policy read for a question with details it does not mention ("Do you ship
+            # to France?"): true, but maybe not the whole answer, so a person is offered.
+            answer = f"{answer} {self.business.offer_person}"
         return FastAnswer(name, answer[:1].upper() + answer[1:])
+
+    def _policy_asked(self, text: str) -> str | None:
+        """A policy intent ("returns") whose keyword the question holds and whose policy is the
+        fact it is most about, though it is worded unlike every example ("Can I return a helmet
+        I never used?"): the policy itself is the answer, whatever the detail asked."""
+        if self._facts is None:
+            return None
+        words = set(comparison_words(text))
+        topic = self._facts.top_topic(text)
+        for name in self.business.intents:
+            if name == topic and name in self.business.policies and words & self._keywords[name]:
+                return name
+        return None
 
     def hours_answer(self, text: str) -> str:
         """The opening hours for the day ``text`` asks about, as one spoken sentence."""
@@ -101,6 +176,14 @@ class IntentMatcher:
         if "today" in words or "tonight" in words:
             return self._on(today, when="today")
         return f"We're open {opening_hours(self.business).replace('; closed', ', and closed')}."
+
+    def price_answer(self, text: str) -> str | None:
+        """The price of each item ``text`` names, as one sentence; None when it names none."""
+        items = asked_items(text, list(self.business.prices))
+        if not items:
+            return None
+        said = [f"{_article(item)} {item} is {self.business.prices[item]}" for item in items]
+        return (", and ".join(said) if len(said) < 3 else "; ".join(said)) + "."
 
     def _on(self, day: str, when: str | None = None) -> str:
         hours = self.business.hours[day]
@@ -123,12 +206,37 @@ class IntentMatcher:
         return "We're closed right now."
 
 
+_SPECIAL_DAYS = frozenset(
+    "christmas xmas easter holiday holidays thanksgiving halloween eve new boxing bank "
+    "january february march april may june july august september october november december".split()
+)
+_QUESTION_OPENERS = frozenset(
+    "what whats when where which who whom whose why how is are am was were do does did can could will would "
+    "shall should may might have has".split()
+)
+_PERSON_WORDS = frozenset("person human someone somebody agent representative manager staff operator".split())
+
+
+def is_question(text: str) -> bool:
+    """A question mark, or a question's first word ("Do you...", "Where...")."""
+    words = comparison_words(text)
+    return text.rstrip().endswith("?") or bool(words and words[0] in _QUESTION_OPENERS)
+
+
+def asks_for_person(text: str) -> bool:
+    return bool(set(comparison_words(text)) & _PERSON_WORDS)
+
+
+def _article(item: str) -> str:
+    return "an" if item[:1].lower() in "aeiou" else "a"
+
+
 class _Facts(dict):
     """What an answer template may read; an unknown name is a clear error, not a blank."""
 
-    def __init__(self, business: Business, *, hours: str):
+    def __init__(self, business: Business, *, hours: str, price: str = ""):
         super().__init__(
-            name=business.name, phone=business.phone, address=business.address, hours=hours,
+            name=business.name, phone=business.phone, address=business.address, hours=hours, price=price,
             prices=business.prices, policies=business.policies,
         )
 

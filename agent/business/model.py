@@ -62,7 +62,8 @@ class Intent(BaseModel):
     A question is this intent when it holds one of ``keywords`` and is close enough to one of
     ``examples``; ``answer`` is a template over the facts: ``{name}``, ``{phone}``,
     ``{address}``, ``{hours}`` (the day asked about, "today", "tomorrow", "now", or the whole
-    week), ``{prices[item]}``, ``{policies[topic]}``.
+    week), ``{price}`` (the price of each item the question names; a question that names no
+    item of ``prices`` is left to the LLM), ``{prices[item]}``, ``{policies[topic]}``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -86,6 +87,17 @@ class Business(BaseModel):
     prices: dict[str, str] = Field(default_factory=dict, description="Item -> its price, as said aloud.")
     policies: dict[str, str] = Field(default_factory=dict, description="Topic -> the policy, one sentence.")
     intents: dict[str, Intent] = Field(default_factory=dict, description="Frequent questions answered without the LLM.")
+    unknown_answer: str = Field(
+        "I'm sorry, I don't know that. Would you like me to put you through to a person?",
+        min_length=1, description="Said to a question no fact of this file answers, instead of a guess.",
+    )
+    offer_person: str = Field(
+        "For anything more specific, I can put you through to a person.", min_length=1,
+        description="Added to a policy read out for a question it may not fully answer.",
+    )
+    vocabulary: list[str] = Field(
+        default_factory=list, description="Words callers say that Whisper should expect, beyond the facts' own."
+    )
 
     @field_validator("timezone")
     @classmethod

@@ -23,8 +23,9 @@ phrase ending in a comma or full stop. Say times, prices and numbers as you woul
 (9 in the morning, 45 dollars), without abbreviations such as a.m., e.g. or etc., and without \
 quotation marks or brackets.
 - Plain spoken English only: no lists, no markdown, no emoji, no URLs.
-- Only state facts from the {noun} facts below. If you do not know, say so and offer to \
-connect the caller with a person.
+- Only state facts from the {noun} facts below. Just before each question you are given the \
+facts about it: answer from those. If they do not answer the question, say you do not know \
+and offer to connect the caller with a person. Never guess.
 """
 
 

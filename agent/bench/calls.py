@@ -1,0 +1,147 @@
+"""One measured bench call: speak a clip into a new WebRTC call and record what came back.
+
+Consumes a ``Side`` (a running Brisk or stock server), a rendered ``Clip`` and the LLM meters;
+returns the turn's measurements as a dict: voice-to-voice latency (true end of speech to the
+first audible bot audio at the caller), the server's waterfall re-based on that end of speech,
+CPU seconds, LLM requests and tokens, what the pipeline heard and what the bot said. Used by
+the A/B (``agent/bench/ab.py``) and the FAQ suite (``agent/bench/faq.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from agent.bench.corpus import Clip
+from agent.bench.listening import first_audible_answer
+from agent.bench.meters import LLMMeter, LLMUsageObserver, prefix_warmups, process_cpu_s
+from agent.bench.report import WAYPOINTS
+from agent.bench.scripted_llm import ScriptedLLM
+from agent.bench.stats import word_error_rate
+from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
+
+LISTEN_S = 0.3  # scripted: how much of the answer to hear before hanging up
+
+
+
+@dataclass
+class Side:
+    flavor: str
+    base_url: str
+    app: object
+
+
+def answering_record(records: list[dict], end: float) -> dict | None:
+    """The server turn record whose first audio came after the end of speech, else the last one.
+
+    A turn with pauses can be split by the pipeline into several records; a fragment answered
+    before the user finished is not the answer to the turn.
+    """
+    for record in records:
+        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
+        if t0 is not None and fao is not None and t0 + fao / 1000 > end:
+            return record
+    return records[-1] if records else None
+
+
+def rebased_stages(record: dict | None, end: float) -> dict:
+    """Waterfall in ms after the true end of speech (the server measured from the VAD's estimate)."""
+    stages = {"speech_end": 0.0}
+    raw = (record or {}).get("stages_ms") or {}
+    t0 = (record or {}).get("t0_monotonic")
+    for stage in WAYPOINTS:
+        ms = raw.get(stage)
+        stages[stage] = None if ms is None or t0 is None else round((t0 + ms / 1000 - end) * 1000, 1)
+    return stages
+
+
+async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | None,
+                     scripted_llm: ScriptedLLM | None, before_call=None) -> dict:
+    """Speak ``clip`` into one new call to ``side``; return the turn's measurements.
+
+    ``before_call`` (a coroutine function) runs first, outside the measured window.
+    """
+    if before_call is not None:
+        await before_call()
+    caller = WebRTCCaller(side.base_url)
+    mic = WavMicrophone(clip.samples, clip.sample_rate)
+    calls = side.app.state.calls
+    usage = LLMUsageObserver()
+
+    def attach(_pc_id, new_call):
+        new_call.worker.add_observer(usage)
+
+    # Before the call starts, so what its prefix warmer sends at the start is the call's cost.
+    server_mark = await meter.mark()
+    calls.listeners.append(attach)
+    try:
+        await caller.connect(mic)
+    finally:
+        calls.listeners.remove(attach)
+    pc_id = caller.pc_id
+    call, task = calls.calls.get(pc_id), calls.tasks.get(pc_id)
+    requests_before = len(scripted_llm.requests) if scripted_llm else 0
+    cpu0, llm_cpu0 = time.process_time(), process_cpu_s(llm_pid)
+    records_before = len(call.latency.turns) if call else 0
+
+    def done(first: float, now: float) -> bool:
+        if scripted_llm is not None:
+            return now - first >= LISTEN_S and not scripted_llm.busy(requests_before)
+        closed = call.latency.turns[records_before:] if call else []
+        return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
+
+    try:
+        await asyncio.wait_for(mic.finished.wait(), timeout=clip.duration_s + 30)
+        end = mic.time_of_sample(round(clip.speech_end_s * clip.sample_rate))
+        first, cut = await first_audible_answer(caller, end, done)
+        cpu = time.process_time() - cpu0
+        llm_cpu1 = process_cpu_s(llm_pid)
+    finally:
+        await caller.close()
+        if task is not None:
+            # The pipeline closes its last turn record as it ends; wait for it.
+            await asyncio.wait([task], timeout=10)
+    records = call.latency.summary()["turns"] if call else []
+    record = answering_record(records, end)
+    utterance = clip.utterance
+    # What the pipeline heard of the whole utterance, even when it cut it into several turns.
+    heard = records[: records.index(record) + 1] if record else []
+    user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
+    stats = getattr(call, "speculation", None)
+    llm = await meter.measure(usage, server_mark, speculation=stats, warmups=prefix_warmups(call))
+    if first is None:
+        outcome = "no_audio"
+    elif any(r.get("bot_text") for r in records):
+        outcome = "answered"
+    else:
+        outcome = "no_llm_answer"  # audio, but no LLM text: the spoken apology after an LLM error
+    return {
+        "utterance": utterance.id,
+        "kind": utterance.kind,
+        "voice": utterance.voice,
+        "wpm": utterance.wpm,
+        "text": utterance.text,
+        "side": side.flavor,
+        "speech_end_s": round(clip.speech_end_s, 3),
+        "last_voiced_s": round(clip.last_voiced_s, 3),
+        "answered": outcome == "answered",
+        "outcome": outcome,
+        "cut": cut,
+        "v2v_ms": None if first is None else round((first - end) * 1000, 1),
+        "stages_ms": rebased_stages(record, end),
+        "user_text": user_text,
+        "wer": round(word_error_rate(utterance.text, user_text), 3),
+        "bot_text": (record or {}).get("bot_text", ""),
+        "pipeline_turns": len(records),
+        "speculative": bool((record or {}).get("speculative")),
+        "fast_path": (record or {}).get("fast_path"),  # the intent, when answered without the LLM
+        "cpu_s": {
+            "agent": round(cpu, 3),
+            "llm_server": None if llm_cpu0 is None or llm_cpu1 is None else round(llm_cpu1 - llm_cpu0, 3),
+        },
+        "llm": llm,
+        "speculation": stats.as_dict() if stats is not None else None,
+    }
+
+

@@ -1,0 +1,253 @@
+"""``agent bench --suite faq``: does the bot get the shop's facts right, and how fast?
+
+    python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
+
+Spoken questions about the shipped business (agent/business/harbor_lane_bikes.yaml), in several
+espeak voices and phrasings that differ from the intents' examples, some with fillers and
+pauses, and some the business file does not answer (questions in ``agent/bench/faq_questions.py``).
+Each is one real WebRTC call to Brisk (fast path and grounded LLM) and one to stock pipecat (the
+same LLM with the generated system prompt that lists every fact), back to back, alternating
+which goes first, as the A/B does (``agent/bench/calls.py``).
+
+Each answer is graded (:func:`grade`) against the facts a right answer must contain and the
+ones it must not: ``correct``; ``wrong`` (a wrong fact, or an answer to a question the file
+does not answer); ``dont_know`` (says it does not know and offers a person: the right answer
+when the file has no fact, not wrong otherwise); ``incomplete`` (none of that); ``no_answer``.
+Per side: those counts, fast-path hits, and voice-to-voice P50/P95 for fast-path answers, LLM
+answers and (Brisk) speculative LLM answers.
+
+Then, without calls, what the ASR hears of the same clips (:func:`measure_asr`): word error
+rate and fast-path intent agreement per Whisper model (tiny.en, base), with and without the
+business vocabulary (``BRISK_STT_VOCABULARY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from contextlib import AsyncExitStack
+from datetime import datetime
+
+import numpy as np
+
+from agent.bench.calls import Side, bench_call
+from agent.bench.corpus import WARMUP, render
+from agent.bench.faq_questions import QUESTIONS, FaqQuestion, expectations
+from agent.bench.meters import LLMMeter
+from agent.bench.report import FLAVORS
+from agent.bench.stats import fmt, percentiles, word_error_rate
+from agent.caller.call import running_server
+from agent.config import load_config
+from agent.runtime import Runtime
+
+OUTCOMES = ("correct", "wrong", "dont_know", "incomplete", "no_answer")
+# Spoken answers are one or two sentences; the cap only bounds a rambling small model.
+EMBEDDED_MAX_TOKENS = 60
+
+_DONT_KNOW = re.compile(
+    r"\b(do not know|don't know|dont know|not sure|no information|don't have (that|any) information|"
+    r"can't (say|answer|help with)|cannot (say|answer)|unable to|not something i|i'm afraid i|"
+    r"don't have details|do not have details)\b"
+)
+_OFFERS_PERSON = re.compile(r"\b(person|someone|colleague|staff|team member|human|agent|connect you|put you through)\b")
+
+# Number words to digits, so "forty-five dollars" and "45 dollars" grade alike. A grader's
+# few lines, not a dependency: answers only say small whole numbers.
+_UNITS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
+_NUMBER = re.compile(rf"\b({'|'.join(_TENS)})(?:[\s-]({'|'.join(_UNITS)}))?\b|\b({'|'.join(_UNITS)})\b")
+
+
+def _digits(match: re.Match) -> str:
+    if match.group(3):
+        return str(_UNITS[match.group(3)])
+    return str(_TENS[match.group(1)] + (_UNITS[match.group(2)] if match.group(2) else 0))
+
+
+def normalize(answer: str) -> str:
+    """The answer as graded: lower case, curly quotes straight, number words as digits."""
+    text = answer.lower().replace("\u2019", "'")
+    return _NUMBER.sub(_digits, text)
+
+
+def _holds(text: str, fact: str) -> bool:
+    if fact.startswith("digits:"):  # a phone number, however it is grouped or spoken
+        return fact.removeprefix("digits:") in re.sub(r"\D", "", text)
+    return re.search(fact, text) is not None
+
+
+def says_dont_know(text: str) -> bool:
+    return bool(_DONT_KNOW.search(text)) and bool(_OFFERS_PERSON.search(text))
+
+
+def grade(question: FaqQuestion, answer: str | None, *, now: datetime | None = None) -> str:
+    """One of ``OUTCOMES`` for ``answer`` to ``question`` (see the module docstring)."""
+    if not answer or not answer.strip():
+        return "no_answer"
+    text = normalize(answer)
+    must, must_not = expectations(question, now)
+    if any(_holds(text, fact) for fact in must_not):
+        return "wrong"
+    if question.unknown:
+        return "correct" if says_dont_know(text) else "wrong"
+    if all(any(_holds(text, alt) for alt in group) for group in must):
+        return "correct"
+    if says_dont_know(text):
+        return "dont_know"
+    return "incomplete"
+
+
+def summarize(turns: list[dict]) -> dict:
+    """One side's counts and latencies."""
+    counts = {outcome: sum(1 for t in turns if t["grade"] == outcome) for outcome in OUTCOMES}
+    answered = [t for t in turns if t["v2v_ms"] is not None]
+    fast = [t["v2v_ms"] for t in answered if t.get("fast_path")]
+    llm = [t["v2v_ms"] for t in answered if not t.get("fast_path")]
+    spec = [t["v2v_ms"] for t in answered if not t.get("fast_path") and t.get("speculative")]
+
+    return {
+        "questions": len(turns),
+        **counts,
+        "correct_rate": round(counts["correct"] / len(turns), 3) if turns else None,
+        "fast_path_hits": sum(1 for t in turns if t.get("fast_path")),
+        "v2v_ms": {"fast_path": percentiles(fast), "llm": percentiles(llm), "llm_speculative": percentiles(spec)},
+    }
+
+
+async def run_faq(*, llm: str, turns: int | None, log) -> dict:
+    """The spoken suite, both sides; see the module docstring."""
+    questions = list(QUESTIONS[:turns] if turns else QUESTIONS)
+    clips = [render(q.utterance) for q in questions]
+    warmup = render(WARMUP)
+    scripted = llm == "scripted"
+    async with AsyncExitStack() as stack:
+        if scripted:
+            from agent.bench.scripted_llm import ScriptedLLM
+            from agent.caller.loopback import serve_app
+
+            scripted_llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0)
+            llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+        else:
+            scripted_llm = None
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
+        log(f"faq: starting the runtime ({llm} LLM) ...")
+        runtime = Runtime(config)
+        stack.push_async_callback(runtime.stop)
+        await runtime.start()
+        llm_server = runtime.llm_server
+        llm_pid = llm_server.pid if llm_server else None
+        meter = LLMMeter(metrics_url=llm_server.metrics_url if llm_server else None)
+
+        async def reset_llm_cache():
+            if llm_server is not None:
+                await llm_server.warm(config.system_prompt)
+
+        sides = {}
+        for flavor in FLAVORS:
+            base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
+            sides[flavor] = Side(flavor, base_url, app)
+        for flavor in FLAVORS:
+            await bench_call(sides[flavor], warmup, meter, llm_pid, scripted_llm, reset_llm_cache)
+
+        now = datetime.now(config.business_definition.zone)
+        results: list[dict] = []
+        for i, (question, clip) in enumerate(zip(questions, clips)):
+            for flavor in FLAVORS if i % 2 == 0 else FLAVORS[::-1]:
+                turn = await bench_call(sides[flavor], clip, meter, llm_pid, scripted_llm, reset_llm_cache)
+                turn["grade"] = grade(question, turn["bot_text"] if turn["answered"] else None, now=now)
+                turn["unknown"] = question.unknown
+                results.append(turn)
+                log(f"[{len(results)}/{2 * len(clips)}] {flavor:5} {question.id:22} {turn['grade']:10} "
+                    f"v2v {fmt(turn['v2v_ms']):>5} ms  heard {turn['user_text']!r} -> {turn['bot_text']!r}")
+        asr = await asyncio.to_thread(measure_asr, config, questions, clips)
+
+    by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
+    return {
+        **{flavor: summarize(by_side[flavor]) for flavor in FLAVORS},
+        "asr": asr,
+        "turns": results,
+        "config": {
+            "llm": llm,
+            "llm_model": runtime.resources.llm_model if runtime.resources else None,
+            "whisper_model": config.whisper_model,
+            "questions": len(questions),
+            "unknown_questions": sum(1 for q in questions if q.unknown),
+            "business": str(config.business or "harbor_lane_bikes.yaml (shipped)"),
+            "date": now.date().isoformat(),
+            "grading": "wrong: a fact it must not state, or no don't-know-and-a-person for a question the "
+                       "file does not answer; correct: every fact it must state; dont_know: says so and "
+                       "offers a person; incomplete: none of these (agent/bench/faq.py grade)",
+            "stock": "stock pipecat, same LLM, the generated system prompt with every fact; no fast path, "
+                     "no retrieval",
+        },
+    }
+
+
+def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
+    """WER and fast-path agreement per Whisper model, with and without the business vocabulary."""
+    from agent.business.facts import vocabulary_of
+    from agent.business.intents import IntentMatcher
+    from agent.models import whisper_model_path
+    from processors.whisper_engine import WhisperEngine
+
+    business = config.business_definition
+    matcher = IntentMatcher(business)
+    vocabulary = vocabulary_of(business)
+    results = {}
+    for model in ("tiny.en", "base"):
+        try:
+            path = whisper_model_path(model, config.models_dir)
+        except Exception as error:  # base ships in its own packages; say so rather than fail
+            results[model] = {"error": str(error)}
+            continue
+        for with_vocabulary in (False, True):
+            engine = WhisperEngine.load(str(path), cpu_threads=config.whisper_threads,
+                                        vocabulary=vocabulary if with_vocabulary else None)
+            wers, agree, intents_heard = [], 0, 0
+            for question, clip in zip(questions, clips):
+                audio = clip.samples.astype(np.float32) / 32768.0
+                heard = engine.transcribe(audio)
+                text = heard.transcript if heard else ""
+                wers.append(word_error_rate(question.utterance.text, text))
+                meant = matcher.match(question.utterance.text)
+                got = matcher.match(text)
+                agree += (meant and meant[0]) == (got and got[0])
+                intents_heard += got is not None
+            key = f"{model}{' +vocabulary' if with_vocabulary else ''}"
+            results[key] = {
+                "wer": round(float(np.mean(wers)), 3),
+                "intent_agreement": round(agree / len(questions), 3),
+                "fast_path_matches": intents_heard,
+            }
+    return results
+
+
+def format_faq(result: dict) -> str:
+    """The README table: per side, the grades and the latencies."""
+    lines = [
+        "| side | questions | correct | wrong | don't know | incomplete | no answer | fast-path hits | "
+        "v2v P50/P95 fast path (ms) | v2v P50/P95 LLM (ms) | v2v P50/P95 speculative LLM (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for flavor in FLAVORS:
+        s = result[flavor]
+        v = s["v2v_ms"]
+
+        def pair(x):
+            return f"{fmt(x['p50'])} / {fmt(x['p95'])} (n={x['n']})" if x["n"] else "-"
+
+        lines.append(
+            f"| {flavor} | {s['questions']} | {s['correct']} ({100 * (s['correct_rate'] or 0):.0f}%) | {s['wrong']} | "
+            f"{s['dont_know']} | {s['incomplete']} | {s['no_answer']} | {s['fast_path_hits']} | "
+            f"{pair(v['fast_path'])} | {pair(v['llm'])} | {pair(v['llm_speculative'])} |"
+        )
+    lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
+    for key, asr in result["asr"].items():
+        if "error" in asr:
+            lines.append(f"| {key} | unavailable: {asr['error']} | | |")
+        else:
+            lines.append(f"| {key} | {asr['wer']:.3f} | {100 * asr['intent_agreement']:.0f}% | {asr['fast_path_matches']} |")
+    return "\n".join(lines)

@@ -1,0 +1,291 @@
+"""The business's facts, one spoken line each, and the few a question is about (retrieval).
+
+Consumes a ``Business`` and the caller's words; returns the fact lines most relevant to the
+question (``FactIndex.relevant``), and the caller's date in the business's time zone
+(``today_line``), given with any question about opening hours; and the words Whisper should
+expect callers to say (``vocabulary_of``).
+
+The lines are sentences as the business would say them ("A basic tune-up is 45 dollars, ready
+in one day."). Why retrieval when the system prompt already lists every fact: a 0.5B model recalls a fact put
+next to the question far better than one twenty lines up ("Are you open on Sunday?" answered
+"Yes" with Sunday's "closed" in the prompt). The lines come from the file only, worded the way
+an answer says them, so the model can repeat them and has nothing to invent.
+
+Scoring is word overlap with each line's topic words (a fact's own words plus a few words that
+ask for it: "cost" for prices, "when" for hours), a word's longer forms count as the word ("rent" is
+"rental") and a few everyday variants too ("tire" is "tyre"); ties keep the file's order. No embedding model: the facts of
+one business are a few dozen lines, and overlap is exact, fast and explainable.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.business.model import WEEKDAYS, Business
+from agent.business.prompt import opening_hours, spoken_hours
+from processors.turns.comparison_form import comparison_words
+
+# Words too common to say what a question is about.
+_STOP = frozenset(
+    "a an the is are was do does did you your yours i im me my we us our can could would will "
+    "please to of on in at for it be what whats hi hello there so and or tell know like just "
+    "hey um uh ok okay have has get got any with about this that if how should shall may might must".split()
+)
+NO_FACTS = "There is no fact about this."
+# Words that ask for a kind of fact, beyond the fact's own words.
+_ASKS = {
+    "hours": "open opening opens close closed closing closes hours hour time when today tomorrow tonight now weekend",
+    "address": "where address located location find directions street",
+    "phone": "phone number call ring telephone",
+    "prices": "price prices cost costs much charge charges pay fee",
+}
+# Words a caller says for a word the file uses: American and British spellings, plain words.
+_ALIASES = {"tire": "tyre", "tires": "tyres", "fix": "repair", "fixing": "repair", "puncture": "flat",
+            "hire": "rental", "center": "centre", "color": "colour"}
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in comparison_words(text) if w not in _STOP}
+
+
+def _same(a: str, b: str) -> bool:
+    # A word and its longer forms ("rent"/"rental", "return"/"returns") are one word; a
+    # spelling distance would also make "shop" "ship" and "bring" "ring".
+    if a == b or _ALIASES.get(a) == b or _ALIASES.get(b) == a:
+        return True
+    short, long = sorted((a, b), key=len)
+    return len(short) >= 4 and long.startswith(short)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact as a line the model may repeat, and the words that make it relevant."""
+
+    topic: str
+    line: str
+    words: frozenset[str]
+
+
+def facts_of(business: Business) -> list[Fact]:
+    """Every fact in the business file, one line each, in the file's order."""
+    facts = [
+        Fact("address", f"We are at {business.address}.", frozenset(_words(business.address) | set(_ASKS["address"].split()))),
+        Fact("phone", f"Our phone number is {business.phone}.", frozenset(_ASKS["phone"].split())),
+        Fact("hours", f"We are open {opening_hours(business)}.",
+             frozenset(set(_ASKS["hours"].split()) | set(WEEKDAYS) | {f"{d}s" for d in WEEKDAYS})),
+    ]
+    for day in WEEKDAYS:
+        said = spoken_hours(business.hours[day])
+        line = f"On {day.title()} we are closed." if said == "closed" else f"On {day.title()} we are open {said}."
+        facts.append(Fact("hours", line, frozenset({day, f"{day}s"})))
+    for item, price in business.prices.items():
+        facts.append(Fact("prices", f"{'An' if item[:1].lower() in 'aeiou' else 'A'} {item} is {price}.", frozenset(_words(item) | set(_ASKS["prices"].split()))))
+    for topic, policy in business.policies.items():
+        # The words of the intent of the same name ask for this policy too ("delivery": shipping).
+        asks = {w for k in business.intents[topic].keywords for w in _words(k)} if topic in business.intents else set()
+        facts.append(Fact(topic, f"{policy[:1].upper()}{policy[1:]}.", frozenset(_words(topic) | _words(policy) | asks)))
+    return facts
+
+
+class FactIndex:
+    """The business's facts, ready to be looked up by a question."""
+
+    def __init__(self, business: Business, *, limit: int = 3, clock: Callable[[], datetime] | None = None):
+        """Args: limit: most fact lines returned for one question; clock: now (aware), the wall clock when None."""
+        self.business = business
+        self._clock = clock or (lambda: datetime.now(business.zone))
+        self.facts = facts_of(business)
+        self.limit = limit
+        self.noun = business.kind.split()[-1] if business.kind else "business"
+
+    def scores(self, question: str) -> list[tuple[float, Fact]]:
+        """(score, fact) for each fact sharing a word with the question.
+
+        A shared word counts more the fewer facts hold it (inverse document frequency): "ship"
+        in "How much does it cost to ship a bike?" outweighs "much", which every price has.
+        """
+        scored = []
+        for fact in self.facts:
+            hits = [w for w in _words(question) if any(_same(w, f) for f in fact.words)]
+            if hits:
+                weight = sum(math.log(1 + len(self.facts) / self._holding(w)) for w in hits)
+                # A specific line (one day, one item) beats the general one on the same words.
+                scored.append((weight + 1 / (1 + len(fact.words)), fact))
+        return scored
+
+    def distinctive(self, line: str) -> set[str]:
+        """The words of a fact line that at most two facts hold ("city", "tune", "monday")."""
+        lines = [_words(fact.line) | fact.words for fact in self.facts]
+        return {w for w in _words(line) if not w.isdigit() and sum(1 for words in lines if w in words) <= 2}
+
+    def _holding(self, word: str) -> int:
+        return max(1, sum(1 for fact in self.facts if any(_same(word, f) for f in fact.words)))
+
+    def relevant(self, question: str) -> list[str]:
+        """The fact lines the question is about, best first; [] when it matches none.
+
+        A question about hours also gets the caller's date, so "today" and "tomorrow" mean
+        the right days; it is never in the system prompt, which must stay the same bytes.
+        """
+        ranked: list[Fact] = []
+        for _, fact in sorted(self.scores(question), key=lambda pair: -pair[0]):
+            # At most two lines of one topic, so a question that touches two topics gets both.
+            if len(ranked) < self.limit and sum(1 for f in ranked if f.topic == fact.topic) < 2:
+                ranked.append(fact)
+        lines = [fact.line for fact in ranked]
+        if any(fact.topic == "hours" for fact in ranked):
+            lines.insert(0, today_line(self.business, self._clock()))
+        return lines
+
+    def unknown_words(self, question: str) -> set[str]:
+        """The question's words that no fact of the file holds in any form ("france", "helmet")."""
+        vocabulary = set().union(*(_words(fact.line) | fact.words for fact in self.facts))
+        for intent in self.business.intents.values():
+            vocabulary |= set().union(*(_words(example) for example in intent.examples))
+        return {w for w in _words(question) if not any(_same(w, v) for v in vocabulary)}
+
+    def top_topic(self, question: str) -> str | None:
+        """The topic of the fact the question is most about, or None."""
+        ranked = sorted(self.scores(question), key=lambda pair: -pair[0])
+        return ranked[0][1].topic if ranked else None
+
+    def supports(self, question: str, answer: str) -> bool:
+        """Whether ``answer`` (so far) to ``question`` says nothing the file does not hold.
+
+        Two checks a reader can follow, not a model's opinion: every number said is one the
+        question's facts (or the caller) said; and a bare "yes"/"no" to a yes-or-no question
+        comes with a word of those facts beyond the question's own words.
+        """
+        return _supports(self, question, answer)
+
+    def grounding(self, question: str) -> str:
+        """The message the LLM reads just before the question: its facts, or that there are none.
+
+        Plain sentences with no heading or instructions (those are in the system prompt): a
+        0.5B model sometimes reads this message back, and then the caller hears facts.
+        """
+        lines = self.relevant(question)
+        if not lines:
+            return NO_FACTS
+        return " ".join(lines)
+
+
+def today_line(business: Business, now: datetime | None = None) -> str:
+    """The caller's date in the business's time zone: a date, never a clock time (prefix cache)."""
+    now = (now or datetime.now(business.zone)).astimezone(business.zone)
+    day = WEEKDAYS[now.weekday()]
+    hours = spoken_hours(business.hours[day])
+    today = "today we are closed" if hours == "closed" else f"today we are open {hours}"
+    return f"Today is {day.title()}, {now.day} {now:%B %Y}, and {today}."
+
+
+def item_words(item: str) -> set[str]:
+    """The words that name a priced item ("city bike rental" -> city, bike, rental)."""
+    return _words(item)
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two word forms are one word to a listener ("tire"/"tyre", "rent"/"rental")."""
+    return _same(a, b)
+
+
+def asked_items(question: str, items: list[str]) -> list[str]:
+    """The priced items a question names, best first: those sharing the most words with it.
+
+    "How much is it to rent a bike?" names both bike rentals; a question that shares no word
+    with any item ("How much is a helmet?") names none.
+    """
+    asked = _words(question)
+    named = {item: {w for w in asked if any(_same(w, i) for i in item_words(item))} for item in items}
+    # One shared word that several items have ("bike") does not name an item: "How much does it
+    # cost to ship a bike?" is about shipping.
+    def names(item):
+        words = named[item]
+        return len(words) >= 2 or any(sum(1 for other in items if w in named[other]) == 1 for w in words)
+    best = max((len(named[item]) for item in items if names(item)), default=0)
+    return [item for item in items if best and names(item) and len(named[item]) == best]
+
+
+def vocabulary_of(business: Business) -> str:
+    """What Whisper is told callers talk about: the business, its items and topics, as a sentence.
+
+    Phrased as speech, since Whisper reads it as text said before the call's words; a sentence
+    measured better than a list of words (README, FAQ suite).
+    """
+    items = ", ".join(f"{'an' if i[:1].lower() in 'aeiou' else 'a'} {i}" for i in business.prices)
+    topics = ", ".join([*business.policies, *business.vocabulary])
+    return (f"{business.name}, {business.kind}, at {business.address}. Callers ask about opening hours, "
+            f"the address, the phone number, the prices of {items}, and {topics}.")
+
+
+# Number words to digits, so "forty-five" in an answer meets "45" in a fact. A few lines, not a
+# dependency: spoken answers about a business only say small whole numbers.
+_UNITS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
+_NUMBER_WORDS = re.compile(rf"\b({'|'.join(_TENS)})(?:[\s-]({'|'.join(_UNITS)}))?\b|\b({'|'.join(_UNITS)})\b")
+_DIGITS = re.compile(r"\d+")
+_YES_NO_QUESTION = frozenset("is are am was were do does did can could will would shall should may might have has".split())
+_YES_NO_ANSWER = frozenset("yes yeah yep no nope sure absolutely certainly course definitely".split())
+
+
+def numbers_as_digits(text: str) -> str:
+    """``text`` lower-cased, with number words as digits ("forty-five dollars" -> "45 dollars")."""
+    def digits(match: re.Match) -> str:
+        if match.group(3):
+            return str(_UNITS[match.group(3)])
+        return str(_TENS[match.group(1)] + (_UNITS[match.group(2)] if match.group(2) else 0))
+
+    return _NUMBER_WORDS.sub(digits, text.lower())
+
+
+def numbers_in(text: str) -> set[str]:
+    return set(_DIGITS.findall(numbers_as_digits(text)))
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
+
+
+def _not_a_claim(sentence: str) -> bool:
+    """A question back, a few words ("Hello!", "You're welcome."), or "I don't know"/a person."""
+    sentence = sentence.strip()
+    return sentence.endswith("?") or len(sentence.split()) <= 3 or bool(_DONT_KNOW.search(sentence.lower()))
+
+
+def _supports(index: FactIndex, question: str, answer: str) -> bool:
+    if NO_FACTS.lower().rstrip(".") in answer.lower():  # the grounding message read back
+        return False
+    facts = index.relevant(question)
+    if not facts:
+        # Nothing in the file is about it: small talk, a question back, or "I don't know" only.
+        # A claim here can only be made up ("A student discount is offered to students...").
+        return all(_not_a_claim(sentence) for sentence in _SENTENCE.findall(answer) if sentence.strip())
+    # Every number said must be one the caller said, or one a retrieved fact holds. When the
+    # question names something the file does not know ("helmet"), that fact must also be about
+    # what is said: a word of its own (one at most two facts have: "city", "tune") in the
+    # question or the answer. "A bike helmet is 20 dollars a day" takes its 20 from the city
+    # bike rental and is refused.
+    # When every word of the question is one the file knows, the retrieved lines are about it
+    # and any of their numbers may be said.
+    mentioned = _words(question) | _words(answer)
+    strict = bool(index.unknown_words(question))
+    for number in numbers_in(answer) - numbers_in(question):
+        if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & mentioned)
+                   for line in facts):
+            return False
+    # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
+    # question's own words; "Yes, we repair electric scooters." only echoes the question.
+    asked = comparison_words(question)
+    said = comparison_words(answer)
+    if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
+        name = _words(index.business.name)
+        fact_words = _words(" ".join(facts)) - name
+        told = {w for w in _words(answer) if w not in _YES_NO_ANSWER and not any(_same(w, n) for n in name)} - set(asked)
+        return any(any(_same(w, f) for f in fact_words) for w in told)
+    return True

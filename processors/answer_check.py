@@ -1,0 +1,118 @@
+"""Answer check: the LLM's words are held to the business's facts before anyone hears them.
+
+Consumes (mixed into the LLM service, so it sees the answer before the speculation gate and
+the speculative TTS do): the ``LLMContextFrame`` the answer is for (the caller's last words),
+then the answer's ``LLMTextFrame``s between ``LLMFullResponseStartFrame`` and
+``LLMFullResponseEndFrame``. Fast-path answers (``frames.turn.FAST_PATH``) are not the LLM's
+and pass unchecked.
+Emits: the answer's text frames as they were, a clause at a time once ``answer_check(question,
+text so far)`` allows it; on the first clause it refuses, that clause and the rest of the
+answer are dropped and ``unsupported_text`` (the business's "I don't know, shall I put you
+through to a person?") is said in their place.
+Measures: ``refusals``, the answers cut this way.
+
+A clause is checked when it ends (, ; : . ! ?), so the first clause still reaches the chunker
+as soon as it is written; an answer that opens with "yes" or "no" is held to the end of its
+first sentence, since "Yes," alone says nothing a check could hold to a fact. A 0.5B model
+answers "Yes, we repair electric scooters." to a shop that never said so: "Right before fast".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from loguru import logger
+from pipecat.frames.frames import (
+    Frame,
+    InterruptionFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection
+
+from frames.turn import FAST_PATH
+from processors.fast_path import last_user_text
+
+# (the caller's question, the answer so far) -> whether all of it may be said.
+AnswerCheck = Callable[[str, str], bool]
+
+_CLAUSE_END = re.compile(r"[,;:.!?](?:\s|$)")
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_YES_NO_OPENING = re.compile(r"^\W*(yes|yeah|yep|no|nope|sure|absolutely|certainly|of course|definitely)\b", re.I)
+
+
+class AnswerCheckMixin:
+    """Mix into an ``LLMService`` (first in the bases); see the module docstring.
+
+    Example::
+
+        class CheckedLLMService(AnswerCheckMixin, ResilientOpenAILLMService): ...
+        llm = CheckedLLMService(answer_check=facts.supports, unsupported_text="...", client=...)
+    """
+
+    def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "", **kwargs):
+        """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead of a refused answer."""
+        super().__init__(*args, **kwargs)
+        self._answer_check = answer_check
+        self._unsupported_text = unsupported_text
+        self._question = ""
+        self._checking = False
+        self._pending: list[LLMTextFrame] = []
+        self._said = ""
+        self._refused = False
+        self.refusals = 0
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        if isinstance(frame, LLMContextFrame):
+            self._question = last_user_text(frame)
+        await super().process_frame(frame, direction)
+
+    async def push_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM):
+        if self._answer_check is None or direction is not FrameDirection.DOWNSTREAM:
+            await super().push_frame(frame, direction)
+            return
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self._checking = FAST_PATH not in frame.metadata
+            self._pending, self._said, self._refused = [], "", False
+        elif isinstance(frame, LLMTextFrame) and self._checking:
+            if not self._refused:
+                self._pending.append(frame)
+                if self._clause_complete():
+                    await self._release()
+            return
+        elif isinstance(frame, LLMFullResponseEndFrame) and self._checking:
+            if self._pending and not self._refused:
+                await self._release()
+            self._checking = False
+        elif isinstance(frame, InterruptionFrame):
+            self._pending, self._checking = [], False
+        await super().push_frame(frame, direction)
+
+    def _clause_complete(self) -> bool:
+        text = self._said + "".join(f.text for f in self._pending)
+        if not self._said and _YES_NO_OPENING.match(text):
+            return bool(_SENTENCE_END.search(text))
+        return bool(_CLAUSE_END.search("".join(f.text for f in self._pending)))
+
+    async def _release(self):
+        pending, self._pending = self._pending, []
+        candidate = self._said + "".join(f.text for f in pending)
+        try:
+            allowed = self._answer_check(self._question, candidate)
+        except Exception as error:  # a bug in the check must not silence the answer
+            logger.exception(f"{self}: answer check failed on [{candidate}]: {error}")
+            allowed = True
+        if allowed:
+            self._said = candidate
+            for frame in pending:
+                await super().push_frame(frame, FrameDirection.DOWNSTREAM)
+            return
+        self._refused = True
+        self.refusals += 1
+        logger.warning(f"{self}: answer not supported by the business facts, not said: "
+                       f"[{self._question}] -> [{candidate.strip()}]")
+        text = f" {self._unsupported_text}" if self._said else self._unsupported_text
+        await super().push_frame(LLMTextFrame(text), FrameDirection.DOWNSTREAM)

@@ -1,0 +1,129 @@
+"""The LLM's answers held to the facts, and the facts put next to the question.
+
+On pipecat's ``run_test``: a scripted LLM service with the answer check mixed in, as the
+pipeline builds it (its words stream token by token through ``push_frame``), with the real
+check over the shipped business file; and ``FactGrounding`` in front of an LLM, looking at the
+context the LLM is given. Two calls at once keep their own questions and verdicts.
+"""
+
+import asyncio
+
+from pipecat.frames.frames import (
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.tests.utils import run_test
+
+from agent.business.facts import FactIndex
+from agent.business.model import load_business
+from frames.turn import FAST_PATH
+from processors.answer_check import AnswerCheckMixin
+from processors.fact_grounding import FactGrounding
+from tests.fakes.scripted_llm_service import ScriptedLLMService
+
+BUSINESS = load_business()
+UNKNOWN = BUSINESS.unknown_answer
+
+
+class CheckedScriptedLLM(AnswerCheckMixin, ScriptedLLMService):
+    """The scripted LLM with the check in front of its speculation gate, as BriskLLMService has it."""
+
+
+def checked_llm(*answers: str) -> CheckedScriptedLLM:
+    return CheckedScriptedLLM(list(answers), answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN)
+
+
+def ask(text: str) -> LLMContextFrame:
+    return LLMContextFrame(context=LLMContext(messages=[{"role": "user", "content": text}]))
+
+
+def spoken(down) -> str:
+    return "".join(frame.text for frame in down if isinstance(frame, LLMTextFrame))
+
+
+async def answer(llm, question: str) -> list:
+    down, _ = await run_test(llm, frames_to_send=[ask(question)],
+                             expected_down_frames=None)
+    return [frame for frame in down if isinstance(frame, (LLMFullResponseStartFrame, LLMTextFrame, LLMFullResponseEndFrame))]
+
+
+async def test_an_answer_the_facts_hold_is_spoken_word_for_word_in_order():
+    llm = checked_llm("The price of an electric bike rental is 45 dollars a day.")
+    down = await answer(llm, "What does an electric bike cost to rent?")
+    assert isinstance(down[0], LLMFullResponseStartFrame) and isinstance(down[-1], LLMFullResponseEndFrame)
+    assert spoken(down) == "The price of an electric bike rental is 45 dollars a day."
+    assert llm.refusals == 0
+
+
+async def test_a_yes_that_only_echoes_the_question_is_never_heard():
+    llm = checked_llm("Yes, we repair electric scooters. Bring it in any time.")
+    down = await answer(llm, "Do you repair electric scooters?")
+    assert spoken(down) == UNKNOWN
+    assert "scooters" not in spoken(down)
+    assert isinstance(down[-1], LLMFullResponseEndFrame)
+    assert llm.refusals == 1
+
+
+async def test_a_wrong_number_later_in_the_answer_is_cut_there():
+    llm = checked_llm("A basic tune-up is 45 dollars, and a helmet is 30 dollars.")
+    down = await answer(llm, "How much is a basic tune-up and a helmet?")
+    text = spoken(down)
+    assert text.startswith("A basic tune-up is 45 dollars,")
+    assert "30" not in text and text.endswith(UNKNOWN)
+
+
+async def test_fast_path_answers_are_not_the_llms_and_pass_unchecked():
+    llm = checked_llm()
+    frames = [LLMFullResponseStartFrame(), LLMTextFrame("Yes, we're open now, until 6 in the evening."),
+              LLMFullResponseEndFrame()]
+    for frame in frames:
+        frame.metadata[FAST_PATH] = "hours"
+    down, _ = await run_test(llm, frames_to_send=frames, expected_down_frames=None)
+    assert spoken(down) == "Yes, we're open now, until 6 in the evening."
+
+
+async def test_two_calls_at_once_are_checked_each_against_its_own_question():
+    honest = checked_llm("Our phone number is 555 0142.")
+    echo = checked_llm("Yes, you can pay with cash.")
+    phone, cash = await asyncio.gather(
+        answer(honest, "What number should I ring?"), answer(echo, "Can I pay with cash?")
+    )
+    assert spoken(phone) == "Our phone number is 555 0142."
+    assert spoken(cash) == UNKNOWN
+    assert (honest.refusals, echo.refusals) == (0, 1)
+
+
+class ContextRecorder(ScriptedLLMService):
+    """Answers, and keeps the context each inference was given."""
+
+    def __init__(self):
+        super().__init__(["Fine."] * 4)
+        self.contexts: list[LLMContextFrame] = []
+
+    async def process_frame(self, frame, direction):
+        if isinstance(frame, LLMContextFrame):
+            self.contexts.append(frame)
+        await super().process_frame(frame, direction)
+
+
+async def test_the_llm_is_given_the_facts_right_before_the_question_and_the_call_context_is_untouched():
+    from pipecat.pipeline.pipeline import Pipeline
+
+    history = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."},
+               {"role": "user", "content": "How much is a basic tune-up?"}]
+    context = LLMContext(messages=list(history))
+    grounding, llm = FactGrounding(FactIndex(BUSINESS).grounding), ContextRecorder()
+    await run_test(Pipeline([grounding, llm]), frames_to_send=[LLMContextFrame(context=context, speculation=True)],
+                   expected_down_frames=None)
+    given = llm.contexts[0]
+    messages = given.context.get_messages()
+    assert given.speculation is True
+    assert messages[:2] == history[:2] and messages[-1] == history[-1]
+    assert messages[-2]["role"] == "system"
+    assert messages[-2]["content"].startswith("A basic tune-up is 45 dollars, ready in one day.")
+    # What the call remembers is only what was said.
+    assert context.get_messages() == history
+    assert grounding.grounded == 1

@@ -1,0 +1,105 @@
+"""The FAQ suite's grading and its command: an answer is right, wrong, "don't know" or neither.
+
+Pure functions over answer texts; the spoken suite itself is ``python -m agent bench --suite
+faq`` (README), which takes many minutes of real calls and so is a benchmark, not a test.
+"""
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent.bench.ab import parse_args
+from agent.bench.faq import OUTCOMES, format_faq, grade, summarize
+from agent.bench.faq_questions import QUESTIONS
+from agent.business.intents import IntentMatcher
+from agent.business.model import load_business
+
+LONDON = ZoneInfo("Europe/London")
+TUESDAY = datetime(2026, 12, 1, 10, 30, tzinfo=LONDON)
+SATURDAY = datetime(2026, 12, 5, 10, 30, tzinfo=LONDON)
+
+
+def question(qid: str):
+    return next(q for q in QUESTIONS if q.id == qid)
+
+
+def test_the_suite_has_thirty_questions_in_several_voices_some_the_file_does_not_answer():
+    assert len(QUESTIONS) >= 30
+    assert len({q.utterance.voice for q in QUESTIONS}) >= 6
+    assert sum(q.unknown for q in QUESTIONS) >= 5
+    assert len({q.id for q in QUESTIONS}) == len(QUESTIONS)
+
+
+def test_questions_are_worded_unlike_the_intent_examples_but_for_two_asr_cases():
+    # "Where is your shop?" is the question tiny.en once heard as "When with your sharp."
+    examples = {e.lower().rstrip("?") for i in load_business().intents.values() for e in i.examples}
+    same = [q.id for q in QUESTIONS if q.utterance.text.lower().rstrip("?") in examples]
+    assert len(same) <= 2, same
+
+
+@pytest.mark.parametrize("qid, answer, outcome", [
+    ("faq-sunday", "We're closed on Sunday.", "correct"),
+    ("faq-sunday", "Yes, we are open on Sundays.", "wrong"),
+    ("faq-tune-up", "A basic tune-up is forty-five dollars.", "correct"),
+    ("faq-tune-up", "A basic tune-up is 12 dollars.", "wrong"),
+    ("faq-city-bike", "A city bike rental is 20 dollars a day, and an electric bike rental is 45 dollars a day.", "correct"),
+    ("faq-city-bike", "A city bike rental is 45 dollars a day.", "wrong"),
+    ("faq-phone", "You can reach us on five five five, zero one four two.", "correct"),
+    ("faq-phone", "You can reach us on 555 0143.", "incomplete"),
+    ("faq-phone", "Our number is 555-0142.", "correct"),
+    ("faq-phone", "I'm not sure. Would you like me to put you through to a person?", "dont_know"),
+    ("faq-helmets-kids", "I'm sorry, I don't know that. Would you like me to put you through to a person?", "correct"),
+    ("faq-helmets-kids", "Yes, we sell helmets for children.", "wrong"),
+    ("faq-helmets-kids", "We have many helmets.", "wrong"),  # a guess, even without "yes"
+    ("faq-helmet-price", "A bike helmet is 20 dollars.", "wrong"),
+    ("faq-where", "", "no_answer"),
+])
+def test_an_answer_is_graded_against_the_facts_it_must_and_must_not_hold(qid, answer, outcome):
+    assert grade(question(qid), answer, now=TUESDAY) == outcome
+
+
+def test_today_and_tomorrow_are_graded_against_the_day_the_suite_runs():
+    tomorrow = question("faq-tomorrow")
+    assert grade(tomorrow, "Tomorrow, Wednesday, we're open from 9 in the morning to 6 in the evening.", now=TUESDAY) == "correct"
+    # On a Saturday, tomorrow is Sunday: closed.
+    assert grade(tomorrow, "We're closed tomorrow, Sunday.", now=SATURDAY) == "correct"
+    assert grade(tomorrow, "Yes, from 9 to 6.", now=SATURDAY) == "wrong"
+
+
+def test_the_fast_path_answers_its_share_of_the_suite_right():
+    # The true text through the fast path alone (no ASR, no LLM): every answer it gives is right.
+    business = load_business()
+    from agent.business.facts import FactIndex
+
+    matcher = IntentMatcher(business, facts=FactIndex(business, clock=lambda: TUESDAY), clock=lambda: TUESDAY)
+    answered = {q.id: matcher(q.utterance.text) for q in QUESTIONS}
+    graded = {qid: grade(question(qid), a.text, now=TUESDAY) for qid, a in answered.items() if a is not None}
+    assert len(graded) >= len(QUESTIONS) // 2
+    assert set(graded.values()) == {"correct"}, graded
+
+
+def test_a_side_is_summarised_with_counts_and_latencies_per_path():
+    turns = [
+        {"grade": "correct", "v2v_ms": 700.0, "fast_path": "hours", "speculative": False},
+        {"grade": "correct", "v2v_ms": 1200.0, "fast_path": None, "speculative": True},
+        {"grade": "dont_know", "v2v_ms": 1500.0, "fast_path": None, "speculative": False},
+        {"grade": "no_answer", "v2v_ms": None, "fast_path": None, "speculative": False},
+    ]
+    summary = summarize(turns)
+    assert [summary[o] for o in OUTCOMES] == [2, 0, 1, 0, 1]
+    assert summary["correct_rate"] == 0.5 and summary["fast_path_hits"] == 1
+    assert summary["v2v_ms"]["fast_path"]["p50"] == 700.0
+    assert summary["v2v_ms"]["llm"]["n"] == 2 and summary["v2v_ms"]["llm_speculative"]["n"] == 1
+    table = format_faq({"stock": summary, "brisk": summary, "asr": {"tiny.en": {"wer": 0.1, "intent_agreement": 0.9,
+                                                                                   "fast_path_matches": 12}}})
+    assert "| brisk | 4 | 2 (50%) | 0 | 1 | 0 | 1 | 1 |" in table
+    assert "| tiny.en | 0.100 | 90% | 12 |" in table
+
+
+def test_the_bench_takes_the_faq_suite_and_refuses_flags_it_has_no_use_for():
+    args = parse_args(["--suite", "faq", "--turns", "5"])
+    assert args.suite == "faq" and args.turns == 5 and args.llm == "embedded"
+    assert parse_args([]).suite == "ab"
+    with pytest.raises(SystemExit):
+        parse_args(["--suite", "faq", "--quick"])
