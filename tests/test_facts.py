@@ -96,6 +96,7 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
 @pytest.mark.parametrize("question, answer", [
     # Yes or no that only echoes the question: nothing of the file behind it.
     ("Do you repair electric scooters?", "Yes, we repair electric scooters."),
+    ("Do you repair electric scooters?", "Yes, electric scooters are repaired at Harbor Lane Bikes."),
     ("Can I pay with cash?", "Yes, you can pay with cash."),
     ("Can I bring my dog into the shop?", "Yes, you can bring your dog into the Harbor Lane Bikes shop."),
     ("Do I need my receipt to get a refund?", "No, you do not need your receipt to get a refund."),

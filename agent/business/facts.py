@@ -286,6 +286,7 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         name = _words(index.business.name)
         fact_words = _words(" ".join(facts)) - name
-        told = {w for w in _words(answer) if w not in _YES_NO_ANSWER and not any(_same(w, n) for n in name)} - set(asked)
+        told = {w for w in _words(answer)
+                if w not in _YES_NO_ANSWER and not any(_same(w, n) for n in [*name, *asked])}
         return any(any(_same(w, f) for f in fact_words) for w in told)
     return True
