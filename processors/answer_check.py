@@ -93,8 +93,11 @@ class AnswerCheckMixin:
 
     def _clause_complete(self) -> bool:
         text = self._said + "".join(f.text for f in self._pending)
-        if not self._said and _YES_NO_OPENING.match(text):
-            return bool(_SENTENCE_END.search(text))
+        opening = _YES_NO_OPENING.match(text) if not self._said else None
+        if opening:
+            # "Sure!" is not the sentence to judge: the one after it is.
+            rest = text[opening.end():].lstrip(" ,.!?")
+            return bool(rest) and bool(_SENTENCE_END.search(rest))
         return bool(_CLAUSE_END.search("".join(f.text for f in self._pending)))
 
     async def _release(self):

@@ -67,6 +67,13 @@ async def test_a_yes_that_only_echoes_the_question_is_never_heard():
     assert llm.refusals == 1
 
 
+async def test_a_yes_opening_is_judged_with_the_sentence_after_it():
+    llm = checked_llm("Sure! We are open Monday to Friday 9 in the morning to 6 in the evening.")
+    down = await answer(llm, "Should you tell me your opening times?")
+    assert spoken(down) == "Sure! We are open Monday to Friday 9 in the morning to 6 in the evening."
+    assert llm.refusals == 0
+
+
 async def test_a_wrong_number_later_in_the_answer_is_cut_there():
     llm = checked_llm("A basic tune-up is 45 dollars, and a helmet is 30 dollars.")
     down = await answer(llm, "How much is a basic tune-up and a helmet?")

@@ -109,6 +109,9 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     # No fact is about it: any claim is made up.
     ("A student discount.", "A student discount is a discount offered to students who attend a course."),
     ("You shall help with our children.", "Sure! I can help with your children."),
+    ("High-bird wheels, cash.", "High-bird wheels, cash."),
+    # Yes to a question about something the file does not know, with an unrelated true fact.
+    ("Do you repair electric cougars?", "Yes, electric bike rentals are 45 dollars a day."),
 ])
 def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     assert not facts.supports(question, answer)

@@ -141,6 +141,10 @@ class FactIndex:
             lines.insert(0, today_line(self.business, self._clock()))
         return lines
 
+    def words_of(self, line: str) -> set[str]:
+        """A fact line's words and the words that ask for it ("time" for the hours)."""
+        return _words(line) | set(next((f.words for f in self.facts if f.line == line), ()))
+
     def unknown_words(self, question: str) -> set[str]:
         """The question's words that no fact of the file holds in any form ("france", "helmet")."""
         vocabulary = set().union(*(_words(fact.line) | fact.words for fact in self.facts))
@@ -264,7 +268,10 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     facts = index.relevant(question)
     if not facts:
         # Nothing in the file is about it: small talk, a question back, or "I don't know" only.
-        # A claim here can only be made up ("A student discount is offered to students...").
+        # A claim here can only be made up ("A student discount is offered to students..."), and
+        # the caller's words said back ("High-bird wheels, cash.") help no one.
+        if _words(answer) and _words(answer) <= _words(question):
+            return False
         return all(_not_a_claim(sentence) for sentence in _SENTENCE.findall(answer) if sentence.strip())
     # Every number said must be one the caller said, or one a retrieved fact holds. When the
     # question names something the file does not know ("helmet"), that fact must also be about
@@ -284,6 +291,12 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     asked = comparison_words(question)
     said = comparison_words(answer)
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
+        # The yes or no must come from one fact that holds every word of the question the file
+        # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
+        # another, and no fact says yes to both.
+        known = _words(question) - index.unknown_words(question)
+        if not any(all(any(_same(k, w) for w in index.words_of(line)) for k in known) for line in facts):
+            return False
         name = _words(index.business.name)
         fact_words = _words(" ".join(facts)) - name
         told = {w for w in _words(answer)
