@@ -91,8 +91,10 @@ def test_a_side_is_summarised_with_counts_and_latencies_per_path():
     assert summary["correct_rate"] == 0.5 and summary["fast_path_hits"] == 1
     assert summary["v2v_ms"]["fast_path"]["p50"] == 700.0
     assert summary["v2v_ms"]["llm"]["n"] == 2 and summary["v2v_ms"]["llm_speculative"]["n"] == 1
-    table = format_faq({"stock": summary, "brisk": summary, "asr": {"tiny.en": {"wer": 0.1, "intent_agreement": 0.9,
-                                                                                   "fast_path_matches": 12}}})
+    text = {side: {"correct": 30, "wrong": 0, "dont_know": 1, "incomplete": 1, "no_answer": 0} for side in ("stock", "brisk")}
+    table = format_faq({"stock": summary, "brisk": summary, "text": text,
+                        "asr": {"tiny.en": {"wer": 0.1, "intent_agreement": 0.9, "fast_path_matches": 12}}})
+    assert "| brisk | 30 | 0 | 1 | 1 |" in table
     assert "| brisk | 4 | 2 (50%) | 0 | 1 | 0 | 1 | 1 |" in table
     assert "| tiny.en | 0.100 | 90% | 12 |" in table
 
@@ -103,3 +105,39 @@ def test_the_bench_takes_the_faq_suite_and_refuses_flags_it_has_no_use_for():
     assert parse_args([]).suite == "ab"
     with pytest.raises(SystemExit):
         parse_args(["--suite", "faq", "--quick"])
+
+
+async def test_the_text_section_asks_both_sides_over_a_real_openai_compatible_server():
+    # The shop's facts next to the question (Brisk) or the system prompt alone (stock), over
+    # real HTTP + SSE to a loopback server that answers by what the request holds.
+    from types import SimpleNamespace
+
+    from openai import AsyncOpenAI
+
+    from agent.bench.faq import measure_text
+    from agent.bench.scripted_llm import ScriptedLLM
+    from agent.caller.loopback import serve_app
+    from agent.config import load_config
+
+    def answer_for(messages):
+        grounded = any(m["role"] == "system" and "tune-up is 45 dollars" in m["content"] for m in messages[1:])
+        if messages[-1]["content"].startswith("Do you sell helmets"):
+            return "Yes, we sell helmets for children."
+        return "A basic tune-up is 45 dollars." if grounded else "A basic tune-up is 12 dollars."
+
+    llm = ScriptedLLM(ttft_s=0, tokens_per_s=1000, answer_for=answer_for)
+    questions = [question("faq-tune-time"), question("faq-helmets-kids")]
+    async with serve_app(llm.app()) as url:
+        config = load_config(llm_base_url=f"{url}/v1", llm_model="scripted")
+        runtime = SimpleNamespace(resources=SimpleNamespace(llm_client=AsyncOpenAI(base_url=f"{url}/v1", api_key="x"),
+                                                            llm_model="scripted"))
+        text = await measure_text(runtime, config, questions, TUESDAY)
+    by = {(t["side"], t["utterance"]): t for t in text["turns"]}
+    # Stock guesses both; Brisk answers the tune-up from its fact and gives the helmet question
+    # the file's "don't know" without asking the LLM.
+    assert by["stock", "faq-helmets-kids"]["grade"] == "wrong"
+    assert by["brisk", "faq-helmets-kids"]["fast_path"] == "unknown"
+    assert by["brisk", "faq-helmets-kids"]["grade"] == "correct"
+    assert by["brisk", "faq-tune-time"]["bot_text"] == "A basic tune-up is 45 dollars."
+    assert text["brisk"]["wrong"] == 0 and text["stock"]["wrong"] >= 1
+    assert len(llm.requests) == 3  # stock twice, brisk once

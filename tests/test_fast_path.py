@@ -213,3 +213,17 @@ async def test_a_withdrawn_held_answers_audio_is_discarded():
         expected_down_frames=[EagerEndOfTurnCancelFrame, UserStoppedSpeakingFrame],
     )
     assert audio.stats.discarded == 1 and audio.pending_text is None
+
+
+def test_a_misheard_word_that_sounds_the_same_still_finds_its_intent():
+    # tiny.en writes what it hears: "chipping" for "shipping" keeps the intent by its sound.
+    assert matcher()("Is chipping free?").intent == "shipping"
+    assert matcher()("Is shipping free?").intent == "shipping"
+    # A word that only looks alike is not heard alike: no misfire.
+    assert matcher()("What is your fault?") is None
+    strict = IntentMatcher(load_business(), clock=lambda: TUESDAY_MORNING, sounds_alike=False)
+    assert strict("Is chipping free?") is None
+
+
+def test_may_asks_it_does_not_date():
+    assert matcher()("May I ask what time you open on Saturday?").intent == "hours"

@@ -16,7 +16,8 @@ when the file has no fact, not wrong otherwise); ``incomplete`` (none of that); 
 Per side: those counts, fast-path hits, and voice-to-voice P50/P95 for fast-path answers, LLM
 answers and (Brisk) speculative LLM answers.
 
-Then, without calls, what the ASR hears of the same clips (:func:`measure_asr`): word error
+Then, without calls: the same questions as text (:func:`measure_text`), which tells what the
+ASR costs from what the answering costs; and what the ASR hears of the clips (:func:`measure_asr`): word error
 rate and fast-path intent agreement per Whisper model (tiny.en, base), with and without the
 business vocabulary (``BRISK_STT_VOCABULARY``).
 """
@@ -162,11 +163,13 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
                 results.append(turn)
                 log(f"[{len(results)}/{2 * len(clips)}] {flavor:5} {question.id:22} {turn['grade']:10} "
                     f"v2v {fmt(turn['v2v_ms']):>5} ms  heard {turn['user_text']!r} -> {turn['bot_text']!r}")
+        text = await measure_text(runtime, config, questions, now)
         asr = await asyncio.to_thread(measure_asr, config, questions, clips)
 
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
     return {
         **{flavor: summarize(by_side[flavor]) for flavor in FLAVORS},
+        "text": text,
         "asr": asr,
         "turns": results,
         "config": {
@@ -184,6 +187,46 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
                      "no retrieval",
         },
     }
+
+
+async def measure_text(runtime, config, questions: list[FaqQuestion], now: datetime) -> dict:
+    """The same questions as text, no audio: what each side answers when nothing is misheard.
+
+    Brisk: the fast path, else the LLM with the question's facts before it, its whole answer
+    then held to them (in a call the check runs a clause at a time). Stock: the LLM with the
+    system prompt alone. One request per question and side, the same settings as the calls.
+    """
+    from agent.business.facts import FactIndex
+    from agent.business.intents import IntentMatcher
+
+    business = config.business_definition
+    facts = FactIndex(business, limit=config.llm_fact_lines)
+    matcher = IntentMatcher(business, facts=facts)
+    client, model = runtime.resources.llm_client, runtime.resources.llm_model
+
+    async def llm(messages):
+        response = await client.chat.completions.create(
+            model=model, messages=messages, max_tokens=config.llm_max_tokens, temperature=config.llm_temperature)
+        return response.choices[0].message.content or ""
+
+    turns = []
+    for q in questions:
+        asked = q.utterance.text
+        system = {"role": "system", "content": config.system_prompt}
+        user = {"role": "user", "content": asked}
+        stock = await llm([system, user])
+        fast = matcher(asked)
+        if fast is not None:
+            brisk = fast.text
+        else:
+            brisk = await llm([system, {"role": "system", "content": facts.grounding(asked)}, user])
+            if not facts.supports(asked, brisk):
+                brisk = business.unknown_answer
+        for side, answer in (("stock", stock), ("brisk", brisk)):
+            turns.append({"utterance": q.id, "side": side, "bot_text": answer, "grade": grade(q, answer, now=now),
+                          "fast_path": fast.intent if side == "brisk" and fast else None})
+    return {side: {o: sum(1 for t in turns if t["side"] == side and t["grade"] == o) for o in OUTCOMES}
+            for side in FLAVORS} | {"turns": turns}
 
 
 def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
@@ -244,6 +287,11 @@ def format_faq(result: dict) -> str:
             f"{s['dont_know']} | {s['incomplete']} | {s['no_answer']} | {s['fast_path_hits']} | "
             f"{pair(v['fast_path'])} | {pair(v['llm'])} | {pair(v['llm_speculative'])} |"
         )
+    if "text" in result:
+        lines += ["", "| the questions as text (no ASR) | correct | wrong | don't know | incomplete |", "|---|---|---|---|---|"]
+        for flavor in FLAVORS:
+            t = result["text"][flavor]
+            lines.append(f"| {flavor} | {t['correct']} | {t['wrong']} | {t['dont_know']} | {t['incomplete']} |")
     lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
     for key, asr in result["asr"].items():
         if "error" in asr:

@@ -17,7 +17,10 @@ asked it guesses ("Yes, we do").
 
 Opening hours are answered for the day the question asks about: a weekday, "today",
 "tomorrow" or "now", from the caller's moment in the business's time zone; with no day, the
-whole week.
+whole week; a holiday or a date, which weekly hours do not cover, gets ``unknown_answer``.
+Prices are answered for the items the question names (agent/business/facts.py
+``asked_items``); naming none, the LLM answers with the price lines. Words that were misheard
+but sound the same ("tuna" for "tune") still match, by their Metaphone keys (``match``).
 """
 
 from __future__ import annotations
@@ -206,9 +209,10 @@ class IntentMatcher:
         return "We're closed right now."
 
 
+# Days the weekly hours do not cover. "May" is left out: it asks as often as it dates.
 _SPECIAL_DAYS = frozenset(
-    "christmas xmas easter holiday holidays thanksgiving halloween eve new boxing bank "
-    "january february march april may june july august september october november december".split()
+    "christmas xmas easter holiday holidays thanksgiving halloween "
+    "january february march april june july august september october november december".split()
 )
 _QUESTION_OPENERS = frozenset(
     "what whats when where which who whom whose why how is are am was were do does did can could will would "
