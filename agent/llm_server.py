@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import psutil
 from loguru import logger
 
 from agent.models import DEFAULT_CACHE_DIR
+
+# Logs of finished runs kept for a post-mortem; older ones are deleted at start.
+KEPT_LOGS = 5
 
 State = Literal["stopped", "starting", "healthy", "restarting", "failed"]
 
@@ -65,6 +69,18 @@ def _die_with_parent(parent_pid: int) -> None:
     # The parent may have died between fork and prctl; then nobody would send the signal.
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def prune_logs(directory: Path, *, keep: int) -> None:
+    """Delete all but the newest ``keep`` logs of agents no longer running, so restarts do not fill the disk."""
+    finished = []
+    for log in directory.glob("llama-server-*-*.log"):
+        pid = log.stem.rsplit("-", 1)[-1]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            finished.append(log)
+    finished.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+    for log in finished[keep:]:
+        log.unlink(missing_ok=True)
 
 
 def _free_loopback_port() -> int:
@@ -196,6 +212,7 @@ class LocalLLMServer:
         if not os.access(self._binary, os.X_OK):
             raise LLMServerError(f"llama-server {self._binary} is not an executable")
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        prune_logs(self._log_path.parent, keep=KEPT_LOGS)
         # One log per run: restarts append to it, so a crash loop reads as one story.
         self._log_path.write_bytes(b"")
         self._port = _free_loopback_port()

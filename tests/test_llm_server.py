@@ -252,3 +252,24 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path):
         parent.stdout.close()
         if child is not None and _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_logs_of_finished_runs_are_pruned_to_the_newest_few_and_a_running_agents_log_is_kept(tmp_path):
+    import os
+    import time
+
+    from agent.llm_server import prune_logs
+
+    running = tmp_path / f"llama-server-qwen-0.5b-{os.getpid()}.log"
+    running.write_text("this agent")
+    finished = []
+    for i, pid in enumerate((999_991, 999_992, 999_993, 999_994)):  # no such processes
+        log = tmp_path / f"llama-server-qwen-0.5b-{pid}.log"
+        log.write_text("done")
+        os.utime(log, (time.time() - 100 + i, time.time() - 100 + i))
+        finished.append(log)
+    other = tmp_path / "notes.log"
+    other.write_text("not ours")
+    prune_logs(tmp_path, keep=2)
+    assert running.exists() and other.exists()
+    assert [log.exists() for log in finished] == [False, False, True, True]
