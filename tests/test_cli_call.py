@@ -1,6 +1,7 @@
 """`python -m agent call IN.wav --out OUT.wav --json`: the real command, in its own process."""
 
 import json
+import os
 import subprocess
 import sys
 import wave
@@ -17,11 +18,15 @@ def test_agent_call_prints_one_json_object_with_turns_latencies_and_processors(t
     clip = synthesize_speech(question, tmp_path / "question.wav", tail_silence=1.0)
     out_wav = tmp_path / "answer.wav"
 
+    # The command is under test, not the ASR: this question is one the shipped Whisper prompt
+    # mishears ("Do your electric bikes?"; README, FAQ suite), so the transcript is checked
+    # without it.
     proc = subprocess.run(
         [sys.executable, "-m", "agent", "call", str(clip.path), "--out", str(out_wav), "--json"],
         capture_output=True,
         text=True,
         timeout=240,
+        env={**os.environ, "BRISK_STT_VOCABULARY": "false"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)

@@ -152,7 +152,14 @@ def test_a_policy_question_worded_unlike_the_examples_gets_the_policy_and_a_pers
 
 
 def test_whisper_is_told_the_business_name_items_and_topics():
-    vocabulary = vocabulary_of(load_business())
-    assert vocabulary.startswith("Harbor Lane Bikes, a small bicycle shop, at 42 Harbor Lane")
-    for word in ("opening hours", "phone number", "flat tyre repair", "electric bike rental", "returns", "shipping"):
+    business = load_business().model_copy(update={"stt_prompt": None})
+    vocabulary = vocabulary_of(business)
+    assert vocabulary.startswith("Questions to Harbor Lane Bikes, a small bicycle shop at 42 Harbor Lane")
+    for word in ("opening hours", "phone number", "flat tyre repair", "electric bike rental", "returns", "and shipping."):
         assert word in vocabulary
+
+
+def test_a_business_may_word_what_whisper_is_told_itself():
+    shipped = load_business()
+    assert vocabulary_of(shipped) == shipped.stt_prompt
+    assert "renting a city bike or an electric bike" in shipped.stt_prompt

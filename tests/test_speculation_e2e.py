@@ -53,8 +53,10 @@ async def scripted_llm():
 async def brisk(scripted_llm):
     """(base_url, app, runtime) of a Brisk server whose LLM is the scripted one."""
     _, llm_url = scripted_llm
-    # The LLM's drafts are under test: no question may be answered by the fast path instead.
-    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False)
+    # The LLM's drafts are under test: no question may be answered by the fast path instead,
+    # nor refused by the answer check (the workshop's "walk in repairs until two" is no fact of
+    # the shop's; tests/test_answer_check.py holds answers to the facts).
+    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False, llm_answer_check=False)
     runtime = Runtime(config)
     await runtime.start()
     try:

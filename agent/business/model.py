@@ -98,6 +98,9 @@ class Business(BaseModel):
     vocabulary: list[str] = Field(
         default_factory=list, description="Words callers say that Whisper should expect, beyond the facts' own."
     )
+    stt_prompt: str | None = Field(
+        None, description="What Whisper is told callers talk about, as a sentence; unset = made from the facts."
+    )
 
     @field_validator("timezone")
     @classmethod
