@@ -50,16 +50,14 @@ from pipecat.audio.vad.vad_analyzer import VADParams
 
 from agent.bench import capacity, overhead, phone
 from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
-from agent.bench.calls import Side, bench_call
+from agent.bench.calls import start_rig
 from agent.bench.corpus import WARMUP, render, select
 from agent.bench.listening import NO_ANSWER_S
-from agent.bench.meters import LLMMeter
 from agent.bench.plot import plot
 from agent.bench.report import FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
 from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
 from agent.bench.stats import fmt
 from agent.caller.aiortc_caller import AUDIBLE_RMS
-from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.runtime import Runtime
@@ -97,25 +95,11 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
         await runtime.start()
-        llm_server = runtime.llm_server
-        llm_pid = llm_server.pid if llm_server else None
-        metrics_url = llm_server.metrics_url if llm_server else None
-        meter = LLMMeter(metrics_url=metrics_url)
-
-        async def reset_llm_cache():
-            # llama.cpp keeps the last prompt in its KV cache: without this, whichever side hears
-            # an utterance second would find the other side's identical question already
-            # prefilled. Every call starts where a fresh call does: the system prompt cached.
-            if llm_server is not None:
-                await llm_server.warm(config.system_prompt)
-
-        sides = {}
-        for flavor in FLAVORS:
-            base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
-            sides[flavor] = Side(flavor, base_url, app)
+        rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
+        meter = rig.meter
 
         for flavor in FLAVORS:
-            warm = await bench_call(sides[flavor], warmup, meter, llm_pid, scripted_llm, reset_llm_cache)
+            warm = await rig.call(flavor, warmup)
             _log(f"bench: warm-up {flavor}: v2v {fmt(warm['v2v_ms'])} ms")
 
         results: list[dict] = []
@@ -123,7 +107,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         for i, clip in enumerate(clips):
             order = FLAVORS if i % 2 == 0 else FLAVORS[::-1]
             for flavor in order:
-                turn = await bench_call(sides[flavor], clip, meter, llm_pid, scripted_llm, reset_llm_cache)
+                turn = await rig.call(flavor, clip)
                 turn["pair"] = i
                 turn["order"] = len(results)
                 results.append(turn)

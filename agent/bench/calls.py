@@ -145,3 +145,40 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
     }
 
 
+
+
+@dataclass
+class Rig:
+    """Both sides of a bench on one started runtime, and the meters a call needs."""
+
+    sides: dict[str, Side]
+    meter: LLMMeter
+    llm_pid: int | None
+    scripted_llm: ScriptedLLM | None
+    reset_llm_cache: object  # coroutine function, run before every call
+
+    async def call(self, flavor: str, clip: Clip) -> dict:
+        """One measured call of ``clip`` to ``flavor`` (see ``bench_call``)."""
+        return await bench_call(self.sides[flavor], clip, self.meter, self.llm_pid, self.scripted_llm,
+                                self.reset_llm_cache)
+
+
+async def start_rig(stack, config, runtime, scripted_llm: ScriptedLLM | None, flavors) -> Rig:
+    """One HTTP server per flavor on ``runtime`` (closed with ``stack``), ready to be called."""
+    from agent.caller.call import running_server
+
+    llm_server = runtime.llm_server
+    meter = LLMMeter(metrics_url=llm_server.metrics_url if llm_server else None)
+
+    async def reset_llm_cache():
+        # llama.cpp keeps the last prompt in its KV cache: without this, whichever side hears
+        # an utterance second would find the other side's identical question already
+        # prefilled. Every call starts where a fresh call does: the system prompt cached.
+        if llm_server is not None:
+            await llm_server.warm(config.system_prompt)
+
+    sides = {}
+    for flavor in flavors:
+        base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
+        sides[flavor] = Side(flavor, base_url, app)
+    return Rig(sides, meter, llm_server.pid if llm_server else None, scripted_llm, reset_llm_cache)

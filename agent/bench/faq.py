@@ -31,13 +31,11 @@ from datetime import datetime
 
 import numpy as np
 
-from agent.bench.calls import Side, bench_call
+from agent.bench.calls import start_rig
 from agent.bench.corpus import WARMUP, render
 from agent.bench.faq_questions import QUESTIONS, FaqQuestion, expectations
-from agent.bench.meters import LLMMeter
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
-from agent.caller.call import running_server
 from agent.config import load_config
 from agent.runtime import Runtime
 
@@ -138,26 +136,15 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
         await runtime.start()
-        llm_server = runtime.llm_server
-        llm_pid = llm_server.pid if llm_server else None
-        meter = LLMMeter(metrics_url=llm_server.metrics_url if llm_server else None)
-
-        async def reset_llm_cache():
-            if llm_server is not None:
-                await llm_server.warm(config.system_prompt)
-
-        sides = {}
+        rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
         for flavor in FLAVORS:
-            base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
-            sides[flavor] = Side(flavor, base_url, app)
-        for flavor in FLAVORS:
-            await bench_call(sides[flavor], warmup, meter, llm_pid, scripted_llm, reset_llm_cache)
+            await rig.call(flavor, warmup)
 
         now = datetime.now(config.business_definition.zone)
         results: list[dict] = []
         for i, (question, clip) in enumerate(zip(questions, clips)):
             for flavor in FLAVORS if i % 2 == 0 else FLAVORS[::-1]:
-                turn = await bench_call(sides[flavor], clip, meter, llm_pid, scripted_llm, reset_llm_cache)
+                turn = await rig.call(flavor, clip)
                 turn["grade"] = grade(question, turn["bot_text"] if turn["answered"] else None, now=now)
                 turn["unknown"] = question.unknown
                 results.append(turn)
