@@ -205,14 +205,13 @@ def make_llm(
     resources: Resources,
     speculation: SpeculationStats | None = None,
     speculative_audio: SpeculativeAudioCache | None = None,
-    flavor: Flavor = "brisk",
+    facts: FactIndex | None = None,
 ) -> OpenAILLMService:
+    """The LLM service; with ``facts`` (Brisk) and ``llm_answer_check``, its answers held to them."""
     config = resources.config
     check = {}
-    if flavor == "brisk" and config.llm_answer_check:
-        business = config.business_definition
-        check = dict(answer_check=FactIndex(business, limit=config.llm_fact_lines).supports,
-                     unsupported_text=business.unknown_answer)
+    if facts is not None and config.llm_answer_check:
+        check = dict(answer_check=facts.supports, unsupported_text=facts.business.unknown_answer)
     kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,
@@ -304,22 +303,29 @@ def make_tts(
     )
 
 
+def make_facts(config: BriskConfig, flavor: Flavor) -> FactIndex | None:
+    """Brisk's index of the business facts, one per call for the fast path, grounding and check."""
+    if flavor == "stock":
+        return None
+    return FactIndex(config.business_definition, limit=config.llm_fact_lines)
+
+
 def make_fast_path(
-    config: BriskConfig, flavor: Flavor, speculative_audio: SpeculativeAudioCache | None = None
+    config: BriskConfig, facts: FactIndex | None, speculative_audio: SpeculativeAudioCache | None = None
 ) -> FastPathResponder | None:
     """Brisk answers the business's frequent questions from its facts; stock asks the LLM."""
     business = config.business_definition
-    if flavor == "stock" or not config.fast_path or not business.intents:
+    if facts is None or not config.fast_path or not business.intents:
         return None
-    facts = FactIndex(business, limit=config.llm_fact_lines) if config.llm_grounding else None
-    return FastPathResponder(IntentMatcher(business, facts=facts), speculative_audio=speculative_audio)
+    matcher = IntentMatcher(business, facts=facts if config.llm_grounding else None)
+    return FastPathResponder(matcher, speculative_audio=speculative_audio)
 
 
-def make_grounding(config: BriskConfig, flavor: Flavor) -> FactGrounding | None:
+def make_grounding(config: BriskConfig, facts: FactIndex | None) -> FactGrounding | None:
     """Brisk puts the facts a question is about next to it; stock sends the context as it is."""
-    if flavor == "stock" or not config.llm_grounding:
+    if facts is None or not config.llm_grounding:
         return None
-    return FactGrounding(FactIndex(config.business_definition, limit=config.llm_fact_lines).grounding)
+    return FactGrounding(facts.grounding)
 
 
 def make_barge_in(config: BriskConfig) -> BargeIn:
@@ -381,8 +387,9 @@ def build_call(
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation)
-    fast_path = make_fast_path(config, flavor, speculative_audio)
-    grounding = make_grounding(config, flavor)
+    facts = make_facts(config, flavor)
+    fast_path = make_fast_path(config, facts, speculative_audio)
+    grounding = make_grounding(config, facts)
     if barge_in:
         # While the bot speaks, only speech that passes the barge-in policy starts a turn.
         turn_strategies.start = [barge_in.start_strategy()]
@@ -399,7 +406,7 @@ def build_call(
         *make_prompt_processors(resources, flavor),
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),
-        make_llm(resources, speculation, speculative_audio, flavor),
+        make_llm(resources, speculation, speculative_audio, facts),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
         make_tts(resources, flavor, speculative_audio),

@@ -36,6 +36,7 @@ from agent.bench.corpus import WARMUP, render
 from agent.bench.faq_questions import QUESTIONS, FaqQuestion, expectations
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
+from agent.business.facts import numbers_as_digits
 from agent.config import load_config
 from agent.runtime import Runtime
 
@@ -50,25 +51,9 @@ _DONT_KNOW = re.compile(
 )
 _OFFERS_PERSON = re.compile(r"\b(person|someone|colleague|staff|team member|human|agent|connect you|put you through)\b")
 
-# Number words to digits, so "forty-five dollars" and "45 dollars" grade alike. A grader's
-# few lines, not a dependency: answers only say small whole numbers.
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
-_NUMBER = re.compile(rf"\b({'|'.join(_TENS)})(?:[\s-]({'|'.join(_UNITS)}))?\b|\b({'|'.join(_UNITS)})\b")
-
-
-def _digits(match: re.Match) -> str:
-    if match.group(3):
-        return str(_UNITS[match.group(3)])
-    return str(_TENS[match.group(1)] + (_UNITS[match.group(2)] if match.group(2) else 0))
-
-
 def normalize(answer: str) -> str:
     """The answer as graded: lower case, curly quotes straight, number words as digits."""
-    text = answer.lower().replace("\u2019", "'")
-    return _NUMBER.sub(_digits, text)
+    return numbers_as_digits(answer.replace("\u2019", "'"))
 
 
 def _holds(text: str, fact: str) -> bool:

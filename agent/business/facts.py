@@ -19,6 +19,7 @@ one business are a few dozen lines, and overlap is exact, fast and explainable.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -101,28 +102,38 @@ class FactIndex:
         self.facts = facts_of(business)
         self.limit = limit
         self.noun = business.kind.split()[-1] if business.kind else "business"
+        # Worked out once: every check of a clause on the answer path reads them.
+        self._line_words = {fact.line: _words(fact.line) | fact.words for fact in self.facts}
+        vocabulary = set().union(*self._line_words.values())
+        for intent in business.intents.values():
+            vocabulary |= set().union(*(_words(example) for example in intent.examples))
+        self._vocabulary = frozenset(vocabulary)
+        self._holding = functools.lru_cache(maxsize=1024)(self._count_holding)
+        # The fast path, the grounding and every clause's check ask about the same question.
+        self.scores = functools.lru_cache(maxsize=16)(self._scores)
 
-    def scores(self, question: str) -> list[tuple[float, Fact]]:
+    def _scores(self, question: str) -> tuple[tuple[float, Fact], ...]:
         """(score, fact) for each fact sharing a word with the question.
 
         A shared word counts more the fewer facts hold it (inverse document frequency): "ship"
         in "How much does it cost to ship a bike?" outweighs "much", which every price has.
         """
         scored = []
+        asked = _words(question)
         for fact in self.facts:
-            hits = [w for w in _words(question) if any(_same(w, f) for f in fact.words)]
+            hits = [w for w in asked if any(_same(w, f) for f in fact.words)]
             if hits:
                 weight = sum(math.log(1 + len(self.facts) / self._holding(w)) for w in hits)
                 # A specific line (one day, one item) beats the general one on the same words.
                 scored.append((weight + 1 / (1 + len(fact.words)), fact))
-        return scored
+        return tuple(scored)
 
     def distinctive(self, line: str) -> set[str]:
         """The words of a fact line that at most two facts hold ("city", "tune", "monday")."""
-        lines = [_words(fact.line) | fact.words for fact in self.facts]
+        lines = self._line_words.values()
         return {w for w in _words(line) if not w.isdigit() and sum(1 for words in lines if w in words) <= 2}
 
-    def _holding(self, word: str) -> int:
+    def _count_holding(self, word: str) -> int:
         return max(1, sum(1 for fact in self.facts if any(_same(word, f) for f in fact.words)))
 
     def relevant(self, question: str) -> list[str]:
@@ -143,14 +154,11 @@ class FactIndex:
 
     def words_of(self, line: str) -> set[str]:
         """A fact line's words and the words that ask for it ("time" for the hours)."""
-        return _words(line) | set(next((f.words for f in self.facts if f.line == line), ()))
+        return self._line_words.get(line) or _words(line)
 
     def unknown_words(self, question: str) -> set[str]:
         """The question's words that no fact of the file holds in any form ("france", "helmet")."""
-        vocabulary = set().union(*(_words(fact.line) | fact.words for fact in self.facts))
-        for intent in self.business.intents.values():
-            vocabulary |= set().union(*(_words(example) for example in intent.examples))
-        return {w for w in _words(question) if not any(_same(w, v) for v in vocabulary)}
+        return {w for w in _words(question) if w not in self._vocabulary and not any(_same(w, v) for v in self._vocabulary)}
 
     def top_topic(self, question: str) -> str | None:
         """The topic of the fact the question is most about, or None."""
@@ -286,7 +294,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # When every word of the question is one the file knows, the retrieved lines are about it
     # and any of their numbers may be said.
     mentioned = _words(question) | _words(answer)
-    strict = bool(index.unknown_words(question))
+    unknown = index.unknown_words(question)
+    strict = bool(unknown)
     for number in numbers_in(answer) - numbers_in(question):
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & mentioned)
                    for line in facts):
@@ -299,7 +308,7 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
         # another, and no fact says yes to both.
-        known = _words(question) - index.unknown_words(question)
+        known = _words(question) - unknown
         if not any(all(any(_same(k, w) for w in index.words_of(line)) for k in known) for line in facts):
             return False
         name = _words(index.business.name)
