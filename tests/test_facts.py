@@ -84,6 +84,8 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     ("Could you tell me your opening times?", "Today, Tuesday, we're open from 9 in the morning to 6 in the evening."),
     ("Do I need my receipt?", "Yes, bring the receipt for a full refund."),
     ("Should you tell me your opening times?", "We open at 9 and close at 6."),
+    # "Shop" names the business, which every fact is about; "next to" is the fact's own word.
+    ("Is the shop near the ferry terminal?", "Yes, we are next to the ferry terminal."),
     # No fact is about it, and nothing is claimed.
     ("Hello, are you there?", "Hello! How can I help you today?"),
     ("Thanks, that's all.", "You're welcome. Goodbye!"),
@@ -100,6 +102,8 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     ("Can I pay with cash?", "Yes, you can pay with cash."),
     ("Can I bring my dog into the shop?", "Yes, you can bring your dog into the Harbor Lane Bikes shop."),
     ("Do I need my receipt to get a refund?", "No, you do not need your receipt to get a refund."),
+    ("Is the shop near the ferry terminal?", "Yes, the shop is near the ferry terminal."),
+    ("Is the shop open on Sunday?", "Yes, the shop is open on Sunday."),
     # A number no fact about the thing asked holds.
     ("How much is a bike helmet?", "A bike helmet is 20 dollars a day."),
     ("How much is a bike helmet?", "A bike helmet costs forty-five dollars."),
@@ -149,6 +153,17 @@ def test_a_policy_question_worded_unlike_the_examples_gets_the_policy_and_a_pers
     assert answer.text.endswith(business.offer_person)
     # Without the facts index the same question is the LLM's (no misfire on example wording).
     assert IntentMatcher(business, clock=lambda: TUESDAY_MORNING)("Can I return a helmet I never used?") is None
+
+
+def test_a_question_worded_unlike_the_examples_gets_its_topic_only_when_all_of_it_is_that_topic():
+    business = load_business()
+    matcher = IntentMatcher(business, facts=FactIndex(business), clock=lambda: TUESDAY_MORNING)
+    assert matcher("Is the shop near the ferry terminal?").text == f"We're at {business.address}."
+    assert matcher("When does the store close on Fridays?").intent == "hours"
+    # A word of another topic, or one the file does not know: the LLM's, not a misfire.
+    for question in ("What is the phone number of the ferry terminal?", "Is the cafe near the ferry terminal?",
+                     "Is the cafe next door open on Sunday?", "Can you open the door for me?"):
+        assert matcher(question) is None, question
 
 
 def test_whisper_is_told_the_business_name_items_and_topics():

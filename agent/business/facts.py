@@ -40,10 +40,12 @@ NO_FACTS = "There is no fact about this."
 # Words that ask for a kind of fact, beyond the fact's own words.
 _ASKS = {
     "hours": "open opening opens close closed closing closes hours hour time when today tomorrow tonight now weekend",
-    "address": "where address located location find directions street",
+    "address": "where address located location find directions street near nearby",
     "phone": "phone number call ring telephone",
     "prices": "price prices cost costs much charge charges pay fee",
 }
+# Words a caller calls any business by: they name the business itself, which every fact is about.
+_SELF = frozenset("shop store business place company".split())
 # Words a caller says for a word the file uses: American and British spellings, plain words.
 _ALIASES = {"tire": "tyre", "tires": "tyres", "fix": "repair", "fixing": "repair", "puncture": "flat",
             "hire": "rental", "center": "centre", "color": "colour"}
@@ -102,12 +104,13 @@ class FactIndex:
         self.facts = facts_of(business)
         self.limit = limit
         self.noun = business.kind.split()[-1] if business.kind else "business"
+        self.self_words = frozenset(_words(business.name) | {self.noun.lower()} | _SELF)
         # Worked out once: every check of a clause on the answer path reads them.
         self._line_words = {fact.line: _words(fact.line) | fact.words for fact in self.facts}
         vocabulary = set().union(*self._line_words.values())
         for intent in business.intents.values():
             vocabulary |= set().union(*(_words(example) for example in intent.examples))
-        self._vocabulary = frozenset(vocabulary)
+        self._vocabulary = frozenset(vocabulary | self.self_words)
         self._holding = functools.lru_cache(maxsize=1024)(self._count_holding)
         # The fast path, the grounding and every clause's check ask about the same question.
         self.scores = functools.lru_cache(maxsize=16)(self._scores)
@@ -159,6 +162,12 @@ class FactIndex:
     def unknown_words(self, question: str) -> set[str]:
         """The question's words that no fact of the file holds in any form ("france", "helmet")."""
         return {w for w in _words(question) if w not in self._vocabulary and not any(_same(w, v) for v in self._vocabulary)}
+
+    def within_topic(self, question: str, topic: str) -> bool:
+        """Whether every word of the question (but the business's own name) is one a fact of
+        ``topic`` holds: "the phone number of the ferry terminal" is not all phone."""
+        held = [w for fact in self.facts if fact.topic == topic for w in self.words_of(fact.line)]
+        return all(any(_same(w, h) for h in held) for w in _words(question) - self.self_words)
 
     def top_topic(self, question: str) -> str | None:
         """The topic of the fact the question is most about, or None."""
@@ -308,12 +317,11 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
         # another, and no fact says yes to both.
-        known = _words(question) - unknown
+        known = _words(question) - unknown - index.self_words
         if not any(all(any(_same(k, w) for w in index.words_of(line)) for k in known) for line in facts):
             return False
-        name = _words(index.business.name)
-        fact_words = _words(" ".join(facts)) - name
+        fact_words = _words(" ".join(facts)) - index.self_words
         told = {w for w in _words(answer)
-                if w not in _YES_NO_ANSWER and not any(_same(w, n) for n in [*name, *asked])}
+                if w not in _YES_NO_ANSWER and not any(_same(w, n) for n in [*index.self_words, *asked])}
         return any(any(_same(w, f) for f in fact_words) for w in told)
     return True

@@ -127,7 +127,7 @@ class IntentMatcher:
 
     def __call__(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
-        name = matched[0] if matched else self._policy_asked(text)
+        name = matched[0] if matched else self._topic_asked(text)
         if name is None:
             if self._facts is not None and is_question(text) and not asks_for_person(text) \
                     and not self._facts.relevant(text):
@@ -151,17 +151,23 @@ class IntentMatcher:
             answer = f"{answer} {self.business.offer_person}"
         return FastAnswer(name, answer[:1].upper() + answer[1:])
 
-    def _policy_asked(self, text: str) -> str | None:
-        """A policy intent ("returns") whose keyword the question holds and whose policy is the
-        fact it is most about, though it is worded unlike every example ("Can I return a helmet
-        I never used?"): the policy itself is the answer, whatever the detail asked."""
+    def _topic_asked(self, text: str) -> str | None:
+        """An intent whose keyword the question holds and whose topic is the fact it is most
+        about, though it is worded unlike every example.
+
+        A policy is the answer whatever the detail asked ("Can I return a helmet I never
+        used?"): it is read out with a person offered. Any other topic only when every word of
+        the question is one the topic's facts hold ("Is the shop near the ferry terminal?" is
+        the address): "Is the cafe next door open on Sunday?" is not about the shop's hours,
+        nor "the phone number of the ferry terminal" about its phone."""
         if self._facts is None:
             return None
         words = set(comparison_words(text))
         topic = self._facts.top_topic(text)
-        for name in self.business.intents:
-            if name == topic and name in self.business.policies and words & self._keywords[name]:
-                return name
+        if topic not in self.business.intents or not words & self._keywords[topic]:
+            return None
+        if topic in self.business.policies or self._facts.within_topic(text, topic):
+            return topic
         return None
 
     def hours_answer(self, text: str) -> str:
