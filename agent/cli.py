@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 from loguru import logger
@@ -42,7 +43,19 @@ def cmd_serve(args) -> int:
     return 0
 
 
+# A recorded caller or a benchmark speaks from the first second, and stock pipecat has no
+# greeting to compare with: unless the environment says otherwise, neither greets nor asks
+# "Are you still there?" (the server does both, agent/conversation.py).
+_SCRIPTED_CALLER = {"BRISK_GREET_FIRST": "false", "BRISK_USER_IDLE_SECS": "0"}
+
+
+def _scripted_caller_defaults() -> None:
+    for name, value in _SCRIPTED_CALLER.items():
+        os.environ.setdefault(name, value)
+
+
 def cmd_call(args) -> int:
+    _scripted_caller_defaults()
     config = load_config()
     _setup_logging(config.log_level, quiet=args.json)
 
@@ -91,6 +104,7 @@ def cmd_livekit_worker(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    _scripted_caller_defaults()
     from agent.bench.ab import main as bench_main
 
     return bench_main(args.bench_args)

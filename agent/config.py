@@ -244,6 +244,34 @@ class BriskConfig(BaseSettings):
     )
     livekit_token_ttl_secs: int = Field(600, ge=10, description="How long a caller's room token stays valid.")
 
+    # --- conversation: greeting, silence, tools, hand-over -----------------------------------
+    greet_first: bool = Field(True, description="The bot says the business's greeting as soon as a call opens.")
+    user_idle_secs: float = Field(
+        12.0, ge=0, description="Caller silent this long after the bot spoke: it asks once if they are still there (0 = never)."
+    )
+    user_idle_hangup_secs: float = Field(
+        8.0, ge=0, description="Silent this long after that question: the bot says goodbye and ends the call (0 = never)."
+    )
+    filler_after_secs: float = Field(
+        0.7, ge=0, description="A tool turn with nothing said after this long gets one short filler, the business's 'filler' (0 = never)."
+    )
+    llm_tools: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Offer the business's tools to the LLM's function calling; auto = only an LLM server elsewhere "
+        "(the embedded 0.5B model calls them unreliably, README Tools): intents route to them either way.",
+    )
+    dtmf_timeout_secs: float = Field(3.0, gt=0, description="Keypad digits end an entry after this pause, or at '#'.")
+    data_dir: Path = Field(
+        Path.home() / ".local" / "share" / "brisk", description="Where Brisk keeps its data (the demo orders and bookings)."
+    )
+    transfer_number: str | None = Field(
+        None, description="Number a phone caller is put through to with <Dial> (E.164: +15550100); unset = no phone transfer."
+    )
+    twilio_account_sid: str | None = Field(None, description="Twilio account SID, for the REST API (the transfer).")
+    twilio_api_url: str = Field(
+        "https://api.twilio.com", description="Twilio's REST API base URL (a local stand-in in tests)."
+    )
+
     # --- operations -----------------------------------------------------------------------
     otlp_endpoint: str | None = Field(
         None, description="OpenTelemetry collector, OTLP/HTTP (http://collector:4318); unset = no traces."
@@ -293,6 +321,11 @@ class BriskConfig(BaseSettings):
     def embedded_llm(self) -> bool:
         """True when Brisk runs its own llama.cpp server."""
         return not self.llm_base_url
+
+    @property
+    def tools_offered_to_llm(self) -> bool:
+        """Whether the LLM's requests carry the tools (``llm_tools`` with 'auto' resolved)."""
+        return self.llm_tools == "on" or (self.llm_tools == "auto" and not self.embedded_llm)
 
     @property
     def tts_engine(self) -> Literal["hibari", "espeak", "cartesia"]:

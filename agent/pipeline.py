@@ -21,6 +21,7 @@ decision), and a tracker after it rewrites a cut answer in the context to what w
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -33,6 +34,8 @@ from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import InputAudioRawFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.flows import FlowManager
+from pipecat.processors.aggregators.dtmf_aggregator import DTMFAggregator
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
@@ -52,7 +55,12 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
+from agent.call_control import CallControl
 from agent.config import BriskConfig
+from agent.conversation import IdleCaller, greeting_frames
+from agent.tools.booking import RentalBooking
+from agent.tools.functions import CallTools, register_tools, tools_schema
+from agent.tools.router import ToolRouter
 from processors.answer_check import AnswerCheckMixin
 from processors.barge_in import BargeIn
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
@@ -62,6 +70,8 @@ from processors.fast_path import FastPathResponder
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
 from processors.prefix_warmer import PrefixWarmer
+from processors.routed_calls import RoutedCallsMixin
+from processors.tool_filler import ToolFiller
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
 from processors.draft_accounting import DraftAccountingMixin
 from processors.speculation_stats import SpeculationStats
@@ -139,6 +149,7 @@ class Resources:
     whisper_engine: object | None = None  # processors.whisper_engine.WhisperEngine
     whisper_scheduler: object | None = None  # processors.whisper_scheduler.WhisperScheduler, shared by every call
     hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
+    store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
     extra: dict = field(default_factory=dict)
 
 
@@ -155,14 +166,24 @@ class Call:
     speculative_audio: SpeculativeAudioCache | None = None  # held drafts' prefetched first chunks
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
     fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
+    control: CallControl | None = None  # what the conversation may do to the call (hand over, hang up)
+    tools: CallTools | None = None  # brisk: the tool handlers' state (calls made, the booking)
+    filler: ToolFiller | None = None  # brisk: fillers said on slow tool turns
+    idle: IdleCaller | None = None  # the quiet-caller prompts
+
+    def greet(self) -> None:
+        """Say the business's greeting now (a transport calls it once its caller is connected)."""
+        if self.flavor == "brisk" and self.tools is not None:
+            self._greeting_task = asyncio.get_running_loop().create_task(
+                self.worker.queue_frames(greeting_frames(self.tools.business)))
 
 
-class BriskLLMService(AnswerCheckMixin, DraftAccountingMixin, ResilientOpenAILLMService):
-    """The LLM service, its answers held to the facts, counting what each speculative draft costs."""
+class BriskLLMService(RoutedCallsMixin, AnswerCheckMixin, DraftAccountingMixin, ResilientOpenAILLMService):
+    """The LLM service: tools routed by intent, answers held to the facts, each draft's cost counted."""
 
 
-class CheckedLLMService(AnswerCheckMixin, ResilientOpenAILLMService):
-    """The LLM service with its answers held to the business facts (processors/answer_check.py)."""
+class CheckedLLMService(RoutedCallsMixin, AnswerCheckMixin, ResilientOpenAILLMService):
+    """The LLM service with tools routed by intent and answers held to the business facts."""
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
@@ -210,8 +231,10 @@ def make_llm(
     """The LLM service; with ``facts`` (Brisk) and ``llm_answer_check``, its answers held to them."""
     config = resources.config
     check = {}
-    if facts is not None and config.llm_answer_check:
-        check = dict(answer_check=facts.supports, unsupported_text=facts.business.unknown_answer)
+    if facts is not None:
+        check["offer_tools"] = config.tools_offered_to_llm
+        if config.llm_answer_check:
+            check.update(answer_check=facts.supports, unsupported_text=facts.business.unknown_answer)
     kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,
@@ -311,14 +334,18 @@ def make_facts(config: BriskConfig, flavor: Flavor) -> FactIndex | None:
 
 
 def make_fast_path(
-    config: BriskConfig, facts: FactIndex | None, speculative_audio: SpeculativeAudioCache | None = None
+    config: BriskConfig,
+    facts: FactIndex | None,
+    speculative_audio: SpeculativeAudioCache | None = None,
+    tools: CallTools | None = None,
 ) -> FastPathResponder | None:
-    """Brisk answers the business's frequent questions from its facts; stock asks the LLM."""
+    """Brisk answers the business's frequent questions from its facts and routes its requests to
+    its tools (agent/tools/router.py); stock asks the LLM."""
     business = config.business_definition
     if facts is None or not config.fast_path or not business.intents:
         return None
     matcher = IntentMatcher(business, facts=facts if config.llm_grounding else None)
-    return FastPathResponder(matcher, speculative_audio=speculative_audio)
+    return FastPathResponder(ToolRouter(matcher, tools) if tools else matcher, speculative_audio=speculative_audio)
 
 
 def make_grounding(config: BriskConfig, facts: FactIndex | None) -> FactGrounding | None:
@@ -371,6 +398,13 @@ def make_turn_strategies(
     )
 
 
+def make_dtmf(config: BriskConfig, flavor: Flavor) -> list:
+    """Keypad digits become the caller's words ("DTMF: 4572#"), pipecat's way; stock has none."""
+    if flavor == "stock":
+        return []
+    return [DTMFAggregator(timeout=config.dtmf_timeout_secs)]
+
+
 def build_call(
     resources: Resources,
     transport: BaseTransport,
@@ -379,34 +413,55 @@ def build_call(
     observers: list | None = None,
     latency: LatencyObserver | None = None,
     input_sample_rate: int = INPUT_SAMPLE_RATE,
+    control: CallControl | None = None,
 ) -> Call:
-    """Assemble one call's pipeline and worker on ``transport``."""
+    """Assemble one call's pipeline and worker on ``transport``; ``control`` is the transport's
+    way to hand the caller over or hang up (the base ``CallControl`` when None)."""
     config = resources.config
+    business = config.business_definition
+    control = control or CallControl()
+    tools = CallTools(business, resources.store, control) if flavor == "brisk" else None
     latency = latency or LatencyObserver()
     speculation = SpeculationStats() if flavor == "brisk" and config.speculation else None
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation)
     facts = make_facts(config, flavor)
-    fast_path = make_fast_path(config, facts, speculative_audio)
+    fast_path = make_fast_path(config, facts, speculative_audio, tools)
     grounding = make_grounding(config, facts)
     if barge_in:
         # While the bot speaks, only speech that passes the barge-in policy starts a turn.
         turn_strategies.start = [barge_in.start_strategy()]
-    context = LLMContext()
+    offered = tools_schema(business) if tools is not None and config.tools_offered_to_llm else None
+    context = LLMContext(tools=offered) if offered else LLMContext()
     aggregators = LLMContextAggregatorPair(
         context,
-        user_params=LLMUserAggregatorParams(user_turn_strategies=turn_strategies),
+        user_params=LLMUserAggregatorParams(
+            user_turn_strategies=turn_strategies,
+            user_idle_timeout=config.user_idle_secs if flavor == "brisk" else 0,
+        ),
     )
+    idle = None
+    if flavor == "brisk" and config.user_idle_secs > 0:
+        idle = IdleCaller(business, control, ask_after_s=config.user_idle_secs, hang_up_after_s=config.user_idle_hangup_secs)
+        idle.attach(aggregators.user())
+    llm = make_llm(resources, speculation, speculative_audio, facts)
+    filler = None
+    if tools is not None:
+        register_tools(llm, business)
+        if config.filler_after_secs > 0:
+            filler = ToolFiller(business.filler, after_s=config.filler_after_secs)
     processors = [
         transport.input(),
+        *make_dtmf(config, flavor),
         VADProcessor(vad_analyzer=make_vad(config, flavor)),
         make_stt(resources, flavor),
         aggregators.user(),
         *make_prompt_processors(resources, flavor),
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),
-        make_llm(resources, speculation, speculative_audio, facts),
+        llm,
+        *([filler] if filler else []),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
         make_tts(resources, flavor, speculative_audio),
@@ -425,6 +480,8 @@ def build_call(
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
         ),
         observers=[latency, *(observers or [])],
+        # The tool handlers' per-call state (pipecat hands it to them as params.app_resources).
+        app_resources=tools,
         # pipecat's idle machinery: a caller who sends no audio (gone without hanging up) is ended.
         idle_timeout_secs=config.call_idle_timeout_secs or None,
         idle_timeout_frames=(InputAudioRawFrame,),
@@ -435,6 +492,9 @@ def build_call(
         await worker.queue_frame(RTVIServerMessageFrame(data={"type": "turn-latency", **record}))
 
     latency.add_turn_listener(forward_turn_record)
+    if tools is not None and "book_rental" in business.tools:
+        flow_manager = FlowManager(worker=worker, llm=llm, context_aggregator=aggregators, transport=transport)
+        tools.booking = RentalBooking(flow_manager, business.flows["rental_booking"], tools)
     logger.info(f"assembled a {flavor} pipeline: tts={config.tts_engine}, llm={resources.llm_model}")
     return Call(
         worker=worker,
@@ -446,4 +506,8 @@ def build_call(
         speculative_audio=speculative_audio,
         barge_in=barge_in,
         fast_path=fast_path,
+        control=control,
+        tools=tools,
+        filler=filler,
+        idle=idle,
     )

@@ -73,6 +73,10 @@ class Runtime:
             base_url, api_key, model = config.llm_base_url, config.llm_api_key, config.llm_model
         self._components["llm"].update({"ready": True, "base_url": base_url, "model": model})
 
+        from agent.tools.store import ShopStore
+
+        store = ShopStore.in_dir(config.data_dir)
+        await store.start()
         self.resources = Resources(
             config=config,
             whisper_model_path=whisper_path,
@@ -86,6 +90,7 @@ class Runtime:
                 total_timeout=config.llm_timeout_secs,
             ),
             llm_model=model,
+            store=store,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
 
@@ -109,6 +114,8 @@ class Runtime:
             await self.llm_server.stop()
         if self.resources:
             await self.resources.llm_client.close()
+            if self.resources.store is not None:
+                await self.resources.store.close()
 
     def health(self) -> tuple[bool, dict]:
         """(ready, per-component status) for GET /healthz."""

@@ -63,11 +63,16 @@ class AnswerCheckMixin:
         self._pending: list[LLMTextFrame] = []
         self._said = ""
         self._refused = False
+        self._after_tool = False
         self.refusals = 0
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         if isinstance(frame, LLMContextFrame):
             self._question = last_user_text(frame)
+            # An answer to a tool's result reads the business's own data (an order's status):
+            # the result is its fact, which the file's facts cannot hold.
+            messages = frame.context.get_messages()
+            self._after_tool = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
         await super().process_frame(frame, direction)
 
     async def push_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM):
@@ -75,7 +80,7 @@ class AnswerCheckMixin:
             await super().push_frame(frame, direction)
             return
         if isinstance(frame, LLMFullResponseStartFrame):
-            self._checking = FAST_PATH not in frame.metadata
+            self._checking = FAST_PATH not in frame.metadata and not self._after_tool
             self._pending, self._said, self._refused = [], "", False
         elif isinstance(frame, LLMTextFrame) and self._checking:
             if not self._refused:

@@ -4,7 +4,9 @@ Consumes (between the prompt processors and the LLM): ``LLMContextFrame``s, and 
 settle a speculative one (``UserStoppedSpeakingFrame``, ``EagerEndOfTurnCancelFrame``,
 ``InterruptionFrame``). For each context it asks ``answer_for`` (the business's intents,
 agent/business/intents.py) about the caller's last words.
-Emits: for an answered turn, the answer as an LLM would give it —
+Emits: for a turn a tool answers (an order lookup, a booking step), a
+``frames.tools.RunFunctionCallFrame`` the LLM service runs as its own function call; for an
+answered turn, the answer as an LLM would give it —
 ``LLMFullResponseStartFrame``, one ``LLMTextFrame``, ``LLMFullResponseEndFrame`` — so the chunker,
 TTS, barge-in and the assistant aggregator treat it like any answer; the context frame itself
 does not reach the LLM. Anything else passes on untouched.
@@ -23,7 +25,7 @@ that arrives after its turn ended is spoken at once, as pipecat's ``SpeculationG
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -39,16 +41,19 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from frames.tools import RunFunctionCallFrame
 from frames.turn import FAST_PATH
 from processors.speculative_tts import SpeculativeAudioCache
 
 
 @dataclass(frozen=True)
 class FastAnswer:
-    """An answer the fast path gives: which intent, and what is said."""
+    """An answer the fast path gives: which intent, and what is said, or the tool that answers."""
 
     intent: str
     text: str
+    tool: str | None = None  # run this function (frames.tools.RunFunctionCallFrame) instead of saying text
+    arguments: dict = field(default_factory=dict, compare=True, hash=False)
 
 
 AnswerFor = Callable[[str], FastAnswer | None]
@@ -78,6 +83,7 @@ class FastPathResponder(FrameProcessor):
         self._answer_for = answer_for
         self._audio = speculative_audio
         self._held: FastAnswer | None = None  # a speculative turn's answer, until confirmed
+        self._context = None  # the context the latest answer is for (a tool call goes with it)
         self._turn_ended = False
         self.hits: list[FastAnswer] = []
 
@@ -87,11 +93,12 @@ class FastPathResponder(FrameProcessor):
             if isinstance(frame, LLMContextFrame):
                 answer = self._answer(frame)
                 if answer is not None:
+                    self._context = frame.context
                     if frame.speculation and not self._turn_ended:
                         if answer != self._held:
                             self._drop()
                             self._held = answer
-                            if self._audio is not None:
+                            if self._audio is not None and answer.tool is None:
                                 await self._audio.prefetch_answer(answer.text)
                     else:
                         self._drop()
@@ -104,7 +111,7 @@ class FastPathResponder(FrameProcessor):
                 await self.push_frame(frame, direction)
                 held, self._held = self._held, None
                 if held is not None:
-                    if self._audio is not None:
+                    if self._audio is not None and held.tool is None:
                         self._audio.confirm()
                     await self._speak(held)
                 return
@@ -116,7 +123,7 @@ class FastPathResponder(FrameProcessor):
 
     def _drop(self):
         """Forget a held answer, and its prefetched audio."""
-        if self._held is not None and self._audio is not None:
+        if self._held is not None and self._held.tool is None and self._audio is not None:
             self._audio.discard("the fast path's held answer was dropped")
         self._held = None
 
@@ -133,6 +140,11 @@ class FastPathResponder(FrameProcessor):
 
     async def _speak(self, answer: FastAnswer):
         self.hits.append(answer)
+        if answer.tool is not None:
+            # Side effects wait for the confirmed turn: a held call runs only now, never as a draft.
+            await self.push_frame(RunFunctionCallFrame(function_name=answer.tool, arguments=answer.arguments,
+                                                       context=self._context))
+            return
         for frame in (LLMFullResponseStartFrame(), LLMTextFrame(answer.text), LLMFullResponseEndFrame()):
             frame.metadata[FAST_PATH] = answer.intent
             await self.push_frame(frame)

@@ -4,6 +4,8 @@ Starting the runtime costs a few seconds (the LLM server loads and prefills the 
 prompt), so the end-to-end tests share it; each test places its own real WebRTC call.
 """
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,13 @@ from agent.config import load_config
 from agent.runtime import Runtime
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+# Tests speak from the first second and wait in silence between steps: calls neither greet nor
+# ask "Are you still there?" unless a test asks for it (tests/test_conversation_e2e.py does).
+# The tools' store lives in a directory of the session's own, never the user's data.
+os.environ.setdefault("BRISK_GREET_FIRST", "false")
+os.environ.setdefault("BRISK_USER_IDLE_SECS", "0")
+os.environ.setdefault("BRISK_DATA_DIR", tempfile.mkdtemp(prefix="brisk-test-data-"))
 
 
 @pytest.fixture(scope="session")

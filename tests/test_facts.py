@@ -131,9 +131,9 @@ def test_with_the_facts_a_question_no_fact_is_about_gets_the_files_dont_know():
     for question in ("Do you sell helmets for children?", "Do you offer a student discount?"):
         answer = matcher(question)
         assert answer is not None and answer.intent == "unknown" and answer.text == business.unknown_answer
-    # Not a question, a request for a person, or a question some fact is about: the LLM's.
+    # Not a question, or a question some fact is about: the LLM's; a person: the hand-over tool.
     assert matcher("I want to cancel my subscription.") is None
-    assert matcher("Can I speak to a person, please?") is None
+    assert matcher("Can I speak to a person, please?").tool == "transfer_to_human"
     assert matcher("Do I need ID to rent a bike?") is None
 
 

@@ -34,7 +34,7 @@ from processors.turns.comparison_form import comparison_words
 _STOP = frozenset(
     "a an the is are was do does did you your yours i im me my we us our can could would will "
     "please to of on in at for it be what whats hi hello there so and or tell know like just "
-    "hey um uh ok okay have has get got any with about this that if how should shall may might must".split()
+    "hey um uh ok okay have has get got any with about this that if how should shall may might must than then".split()
 )
 NO_FACTS = "There is no fact about this."
 # Words that ask for a kind of fact, beyond the fact's own words.

@@ -32,7 +32,7 @@ from difflib import SequenceMatcher
 
 import jellyfish
 
-from agent.business.facts import FactIndex, asked_items, item_words, same_word
+from agent.business.facts import FactIndex, asked_items, item_words, numbers_as_digits, same_word
 from agent.business.model import WEEKDAYS, Business
 from agent.business.prompt import opening_hours, spoken_hours, spoken_time
 from processors.fast_path import FastAnswer
@@ -43,7 +43,7 @@ MIN_SIMILARITY = 0.7
 _FUNCTION_WORDS = frozenset(
     "a an the is are was do does did you your yours i im me my we us our can could would will "
     "please to of on in at for it be what whats hi hello there so and or tell know like just "
-    "hey um uh ok okay".split()
+    "hey um uh ok okay ill ive want".split()
 )
 
 
@@ -51,13 +51,20 @@ _FUNCTION_WORDS = frozenset(
 _DAY_WORDS = frozenset({*WEEKDAYS, *(f"{d}s" for d in WEEKDAYS), "today", "tonight", "tomorrow", "now", "weekend"})
 
 
-def content_words(text: str, items: frozenset[str] = frozenset()) -> list[str]:
-    """The words that carry the question, any day as "day" and a run of item words as one "item"."""
+def content_words(text: str, items: frozenset[str] = frozenset(), keep: frozenset[str] = frozenset()) -> list[str]:
+    """The words that carry the question, any day as "day" and a run of item words as one "item".
+
+    A word of ``keep`` (the intents' keywords) stays itself: "rent" asks for a booking even
+    though "rental" names an item."""
     words = []
-    for w in comparison_words(text):
+    for w in comparison_words(numbers_as_digits(text)):
         if w in _FUNCTION_WORDS:
             continue
-        if items and any(same_word(w, i) for i in items):
+        if w.isdigit():  # a number said digit by digit is one number ("4 5 7 2")
+            if not words or words[-1] != "digits":
+                words.append("digits")
+            continue
+        if items and w not in keep and any(same_word(w, i) for i in items):
             if not words or words[-1] != "item":
                 words.append("item")
             continue
@@ -94,12 +101,13 @@ class IntentMatcher:
         self._facts = facts
         # Any priced item is the same word to the matcher: "a tune-up" is "a city bike rental".
         self._items = frozenset(w for item in business.prices for w in item_words(item))
-        self._examples = {
-            name: [content_words(example, self._items) for example in intent.examples]
-            for name, intent in business.intents.items()
-        }
         self._keywords = {
             name: {w for keyword in intent.keywords for w in comparison_words(keyword)}
+            for name, intent in business.intents.items()
+        }
+        self._keep = frozenset().union(*self._keywords.values()) if self._keywords else frozenset()
+        self._examples = {
+            name: [content_words(example, self._items, self._keep) for example in intent.examples]
             for name, intent in business.intents.items()
         }
 
@@ -114,7 +122,7 @@ class IntentMatcher:
 
     def _match(self, text: str, form: Callable[[str], str]) -> tuple[str, float] | None:
         words = {form(w) for w in comparison_words(text)}
-        content = [form(w) for w in content_words(text, self._items)]
+        content = [form(w) for w in content_words(text, self._items, self._keep)]
         best = None
         for name in self.business.intents:
             if not words & {form(k) for k in self._keywords[name]}:
@@ -133,7 +141,11 @@ class IntentMatcher:
                     and not self._facts.relevant(text):
                 return FastAnswer("unknown", self.business.unknown_answer)
             return None
-        template = self.business.intents[name].answer
+        intent = self.business.intents[name]
+        if intent.tool is not None:
+            # What the words hold for the tool is the caller's router's to read (agent/tools/router.py).
+            return FastAnswer(name, "", tool=intent.tool)
+        template = intent.answer
         if "{hours" in template and set(comparison_words(text)) & _SPECIAL_DAYS:
             # The file has weekly hours only: a holiday's are not known, and a guess is wrong.
             return FastAnswer("unknown", self.business.unknown_answer)

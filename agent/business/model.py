@@ -15,7 +15,8 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pipecat.flows import FlowConfig
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -57,19 +58,34 @@ DayHours = Annotated[Hours | None, BeforeValidator(_parse_day)]
 
 
 class Intent(BaseModel):
-    """A frequent question, answered from the facts without the LLM (agent/business/intents.py).
+    """A frequent question or request, handled without asking the LLM (agent/business/intents.py).
 
     A question is this intent when it holds one of ``keywords`` and is close enough to one of
-    ``examples``; ``answer`` is a template over the facts: ``{name}``, ``{phone}``,
-    ``{address}``, ``{hours}`` (the day asked about, "today", "tomorrow", "now", or the whole
-    week), ``{price}`` (the price of each item the question names; a question that names no
-    item of ``prices`` is left to the LLM), ``{prices[item]}``, ``{policies[topic]}``.
+    ``examples``. It is answered by exactly one of:
+
+    - ``answer``: a template over the facts: ``{name}``, ``{phone}``, ``{address}``, ``{hours}``
+      (the day asked about, "today", "tomorrow", "now", or the whole week), ``{price}`` (the
+      price of each item the question names; a question that names no item of ``prices`` is
+      left to the LLM), ``{prices[item]}``, ``{policies[topic]}``;
+    - ``tool``: one of the business's ``tools``, called through pipecat's function calling
+      with the arguments the words hold (an order number, a day, a count).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     keywords: list[str] = Field(min_length=1)
     examples: list[str] = Field(min_length=1)
-    answer: str = Field(min_length=1)
+    answer: str | None = Field(None, min_length=1)
+    tool: str | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "Intent":
+        if (self.answer is None) == (self.tool is None):
+            raise ValueError("an intent has either an answer template or a tool, not both or neither")
+        return self
+
+
+# The tools Brisk has code for (agent/tools/); a business file chooses which its callers get.
+Tool = Literal["lookup_order", "book_rental", "transfer_to_human", "end_call"]
 
 
 class Business(BaseModel):
@@ -101,6 +117,27 @@ class Business(BaseModel):
     stt_prompt: str | None = Field(
         None, description="What Whisper is told callers talk about, as a sentence; unset = made from the facts."
     )
+    tools: list[Tool] = Field(
+        default_factory=list, description="What the bot may do for a caller: lookup_order, book_rental, transfer_to_human, end_call."
+    )
+    flows: dict[str, FlowConfig] = Field(
+        default_factory=dict, description="Multi-step tasks as pipecat Flows configs (rental_booking: book_rental's steps)."
+    )
+    filler: str = Field("Let me check that.", min_length=1, description="Said once when a tool turn is slow.")
+    goodbye: str = Field("Thank you for calling. Goodbye!", min_length=1, description="Said before the bot ends a call.")
+    still_there: str = Field("Are you still there?", min_length=1, description="Asked once when the caller goes quiet.")
+    idle_goodbye: str = Field(
+        "I haven't heard from you, so I'll end the call now. Goodbye!", min_length=1,
+        description="Said before hanging up on a caller who stayed quiet.",
+    )
+    transfer_text: str = Field(
+        "I'll put you through to a colleague now. Please stay on the line.", min_length=1,
+        description="Said before the caller is handed to a person.",
+    )
+    no_transfer_text: str = Field(
+        "I'm sorry, nobody can take your call right now. Please call us again during opening hours.",
+        min_length=1, description="Said when a person was asked for and no transfer is possible.",
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -118,6 +155,15 @@ class Business(BaseModel):
         if missing:
             raise ValueError(f"every weekday needs its hours or 'closed'; missing: {', '.join(missing)}")
         return value
+
+    @model_validator(mode="after")
+    def _tools_declared(self) -> "Business":
+        for name, intent in self.intents.items():
+            if intent.tool is not None and intent.tool not in self.tools:
+                raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tools}")
+        if "book_rental" in self.tools and "rental_booking" not in self.flows:
+            raise ValueError("tools: book_rental needs the flow flows.rental_booking (its steps)")
+        return self
 
     @property
     def zone(self) -> ZoneInfo:

@@ -49,6 +49,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
+from agent.call_control import CallControl
 from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
 from agent.runtime import Runtime
 from processors.openai_llm import make_openai_client
@@ -365,9 +366,16 @@ async def run_room(
 ) -> None:
     """One Brisk pipeline in ``job``'s room, until the last caller leaves or the task is cancelled."""
     transport = livekit_transport(job.url, job.token, job.room)
-    call = build_call(resources, transport, flavor=flavor)
+    control = CallControl(job.room)
+    call = build_call(resources, transport, flavor=flavor, control=control)
+    control.worker = call.worker
     for listener in listeners:
         listener(job.room, call)
+
+    @transport.event_handler("on_first_participant_joined")
+    async def on_first_participant_joined(_transport, _participant_id):
+        if resources.config.greet_first:
+            call.greet()
 
     @transport.event_handler("on_participant_disconnected")
     async def on_participant_disconnected(_transport, participant_id):

@@ -45,6 +45,7 @@ from agent.admission import CallAdmission, Ticket
 from agent.call_runner import run_call
 from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call, phone_transport
 from agent.runtime import Runtime
+from agent.transports.twilio_transfer import PhoneCallControl
 
 VOICE_PATH = "/twilio/voice"
 STREAM_PATH = "/ws/twilio"
@@ -165,10 +166,18 @@ class PhoneCall:
         self.marks_played: dict[str, float] = {}  # mark name -> when the phone said it played
         self.caller_hung_up = False
         self._ending: asyncio.Task | None = None
+        self._mark_waiters: dict[str, asyncio.Event] = {}
+
+    def wait_for_mark(self, name: str) -> asyncio.Event:
+        """An event set once the phone says it played up to the mark ``name``."""
+        return self._mark_waiters.setdefault(name, asyncio.Event())
 
     def mark_played(self, name: str) -> None:
         now = time.monotonic()
         self.marks_played[name] = now
+        waiter = self._mark_waiters.pop(name, None)
+        if waiter is not None:
+            waiter.set()
         sent = self.marks_sent.get(name)
         if sent is not None:
             logger.debug(f"call {self.start.call_sid}: {name} played {1000 * (now - sent):.0f} ms after it was sent")
@@ -317,9 +326,16 @@ class TwilioPhone:
         phone = PhoneCall(start)
         serializer = TwilioStreamSerializer(start.stream_sid, on_mark=phone.mark_played, on_stop=phone.caller_stopped)
         transport = phone_transport(websocket, serializer)
-        call = phone.call = build_call(
-            self.runtime.resources, transport, flavor=self.flavor, input_sample_rate=TWILIO_SAMPLE_RATE
+        config = self.runtime.config
+        control = PhoneCallControl(
+            phone, transfer_number=config.transfer_number, account_sid=config.twilio_account_sid,
+            auth_token=self.auth_token, api_url=config.twilio_api_url,
         )
+        call = phone.call = build_call(
+            self.runtime.resources, transport, flavor=self.flavor, input_sample_rate=TWILIO_SAMPLE_RATE,
+            control=control,
+        )
+        control.worker = call.worker
         call.latency.add_turn_listener(phone.send_mark)
         self.calls[start.stream_sid] = phone
         for listener in self.listeners:
@@ -332,6 +348,8 @@ class TwilioPhone:
         task = asyncio.current_task()
         self._tasks.add(task)
         logger.info(f"call {start.call_sid}: stream {start.stream_sid} started")
+        if config.greet_first:
+            call.greet()  # the stream is the call, already connected
         try:
             await run_call(call, label=f"call {start.call_sid}", ticket=ticket, max_duration_s=self.max_duration_s)
         finally:

@@ -26,7 +26,11 @@ from pipecat.transports.smallwebrtc.request_handler import (
     SmallWebRTCRequestHandler,
 )
 
+from pipecat.frames.frames import EndFrame
+from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
+
 from agent.admission import CallAdmission, Ticket
+from agent.call_control import CallControl, Outcome
 from agent.call_runner import run_call
 from agent.pipeline import Flavor, build_call, webrtc_transport
 from agent.runtime import Runtime
@@ -34,6 +38,27 @@ from agent.runtime import Runtime
 OFFER_PATH = "/api/offer"
 # A busy caller's page may try again after this long.
 RETRY_AFTER_S = 5
+
+
+class BrowserCallControl(CallControl):
+    """A browser call's controls: the page is told (RTVI server messages) that the bot ends the
+    call (``{"type": "call-ending", "by", "outcome"}``) or that a person is being connected
+    (``{"type": "transfer", "text"}``), and shows it; the call then ends after the bot's words."""
+
+    transport = "webrtc"
+
+    @property
+    def can_transfer(self) -> bool:
+        return True
+
+    async def ending(self, by: str, outcome: Outcome = "completed") -> None:
+        await super().ending(by, outcome)
+        await self.worker.queue_frame(RTVIServerMessageFrame(data={"type": "call-ending", "by": by, "outcome": outcome}))
+
+    async def transfer(self, worker) -> bool:
+        text = "A person is being connected."
+        await worker.queue_frames([RTVIServerMessageFrame(data={"type": "transfer", "text": text}), EndFrame()])
+        return True
 
 
 class CallManager:
@@ -53,14 +78,21 @@ class CallManager:
 
     async def start_call(self, connection: SmallWebRTCConnection, ticket: Ticket | None = None) -> None:
         transport = webrtc_transport(connection)
-        call = build_call(self.runtime.resources, transport, flavor=self.flavor)
         pc_id = connection.pc_id
+        control = BrowserCallControl(pc_id)
+        call = build_call(self.runtime.resources, transport, flavor=self.flavor, control=control)
+        control.worker = call.worker
         if ticket is not None:
             ticket.call_id = pc_id
             ticket.claim()
         self.calls[pc_id] = call
         for listener in self.listeners:
             listener(pc_id, call)
+
+        @transport.event_handler("on_client_connected")
+        async def on_client_connected(_transport, _client):
+            if self.runtime.config.greet_first:
+                call.greet()
 
         @transport.event_handler("on_client_disconnected")
         async def on_client_disconnected(_transport, _client):

@@ -126,6 +126,12 @@ class TwilioMediaStreamClient:
         await utterance.done.wait()
         return utterance
 
+    async def press(self, keys: str, gap_s: float = 0.15) -> None:
+        """Press keypad keys, one ``dtmf`` event each, as Twilio sends them."""
+        for key in keys:
+            await self._send({"event": "dtmf", "streamSid": self.stream_sid, "dtmf": {"track": "inbound_track", "digit": key}})
+            await asyncio.sleep(gap_s)
+
     async def hang_up(self, timeout: float = 10.0) -> bool:
         """Send ``stop``; True when the server then closed the stream itself within ``timeout``."""
         for task in self._tasks[:1]:

@@ -1,0 +1,44 @@
+"""What the conversation may do to the call itself: hand the caller to a person, or hang up.
+
+One ``CallControl`` per call, made by the transport that carries it and given to the tools
+(``FunctionCallParams.app_resources``). The base class is what every transport can do: end the
+call after the bot's last words, by pipecat's ``EndWorkerFrame`` (the output plays out, then
+the pipeline, the transport and so the WebRTC peer, Twilio stream or LiveKit room close).
+A transport that can hand over overrides ``transfer``: Twilio redirects the call to
+``BRISK_TRANSFER_NUMBER`` (agent/transports/twilio.py), the browser page shows that a person is
+being connected (agent/transports/webrtc.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from loguru import logger
+
+Outcome = Literal["completed", "transferred", "abandoned"]
+
+
+class CallControl:
+    """The call's own controls; see the module docstring."""
+
+    transport = "unknown"
+
+    def __init__(self, call_id: str = ""):
+        self.call_id = call_id
+        self.worker = None  # the call's PipelineWorker, set once it is built
+        self.outcome: Outcome | None = None  # set when the bot ended or handed over the call
+        self.ended_by: str | None = None  # "end_call", "idle", "transfer"
+
+    @property
+    def can_transfer(self) -> bool:
+        """Whether a person can take this call now."""
+        return False
+
+    async def transfer(self, worker) -> bool:
+        """Hand the caller to a person, once what was said before has played; True if done."""
+        return False
+
+    async def ending(self, by: str, outcome: Outcome = "completed") -> None:
+        """Note why the bot is ending the call (its record keeps it); a transport may tell its client."""
+        logger.info(f"call {self.call_id}: the bot ends the call ({by})")
+        self.ended_by, self.outcome = by, outcome

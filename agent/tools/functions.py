@@ -1,0 +1,169 @@
+"""The business's tools as pipecat functions: their schemas for the LLM, and their handlers.
+
+``register_tools`` registers a handler on the call's LLM service for each tool the business
+file lists (``tools:``); ``tools_schema`` is what an LLM that calls tools well is offered
+(``BRISK_LLM_TOOLS``). A handler gets the call's ``CallTools`` as pipecat's
+``FunctionCallParams.app_resources``.
+
+A call the LLM made gets its result back for the LLM to say. A call routed by intent (its id
+starts with ``frames.tools.ROUTED_CALL_PREFIX``) has its result kept in the context and its
+answer said from the data, word for word, with no LLM (``run_llm=False``): the 0.5B model
+reads back a status line wrongly more often than not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from loguru import logger
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import EndWorkerFrame, FunctionCallResultProperties, TTSSpeakFrame
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.llm_service import FunctionCallParams
+
+from agent.business.model import Business
+from agent.call_control import CallControl
+from agent.tools import words
+from agent.tools.store import OrderStatus, ShopStore
+from frames.tools import ROUTED_CALL_PREFIX
+
+
+@dataclass
+class CallTools:
+    """What one call's tool handlers work with (pipecat's ``app_resources`` of its worker)."""
+
+    business: Business
+    store: ShopStore | None
+    control: CallControl
+    clock: Callable[[], datetime] | None = None
+    booking: object | None = None  # agent.tools.booking.RentalBooking, once the worker exists
+    calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result
+
+    def now(self) -> datetime:
+        return (self.clock() if self.clock else datetime.now(self.business.zone)).astimezone(self.business.zone)
+
+
+def spaced(number: str) -> str:
+    """Digits said one by one ("4572" -> "4 5 7 2"), as people read order numbers."""
+    return " ".join(number)
+
+
+def order_sentence(order: OrderStatus) -> str:
+    what = f"Order {spaced(order.number)}, {order.item},"
+    if order.status == "delivered":
+        return f"{what} was delivered on {order.updated_on.day} {order.updated_on:%B}."
+    arrives = f" and should arrive by {order.arrives_by.day} {order.arrives_by:%B}" if order.arrives_by else ""
+    if order.status == "shipped":
+        return f"{what} shipped on {order.updated_on.day} {order.updated_on:%B}{arrives}."
+    return f"{what} is being prepared{arrives}."
+
+
+ASK_ORDER_NUMBER = "What's your order number? You can say it, or type it on your keypad followed by the pound key."
+
+
+async def _finish(params: FunctionCallParams, result: dict, said: str | None = None) -> None:
+    """Give the result back; a routed call's answer is ``said`` as is, an LLM's call is the LLM's to say."""
+    tools: CallTools = params.app_resources
+    tools.calls.append({"name": params.function_name, "arguments": dict(params.arguments), "result": result})
+    routed = params.tool_call_id.startswith(ROUTED_CALL_PREFIX)
+    if routed:
+        await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
+        if said:
+            await params.llm.push_frame(TTSSpeakFrame(said))
+    else:
+        await params.result_callback(result)
+
+
+async def lookup_order(params: FunctionCallParams) -> None:
+    tools: CallTools = params.app_resources
+    number = words.order_number(str(params.arguments.get("order_number", "")))
+    if number is None:
+        await _finish(params, {"found": False, "error": "no order number given"}, ASK_ORDER_NUMBER)
+        return
+    order = await tools.store.order(number) if tools.store else None
+    if order is None:
+        await _finish(params, {"found": False, "order_number": number},
+                      f"I can't find an order numbered {spaced(number)}. Could you say it again, "
+                      "or type it on your keypad followed by the pound key?")
+        return
+    result = {"found": True, "order_number": order.number, "item": order.item, "status": order.status,
+              "updated_on": order.updated_on.isoformat(),
+              "arrives_by": order.arrives_by.isoformat() if order.arrives_by else None}
+    await _finish(params, result, order_sentence(order))
+
+
+async def book_rental(params: FunctionCallParams) -> None:
+    tools: CallTools = params.app_resources
+    slots = {k: v for k, v in params.arguments.items() if v not in (None, "", 0)}
+    await _finish(params, {"started": True, **slots})
+    await tools.booking.start(slots)
+
+
+async def transfer_to_human(params: FunctionCallParams) -> None:
+    tools: CallTools = params.app_resources
+    control = tools.control
+    if not control.can_transfer:
+        await _finish(params, {"transferred": False}, tools.business.no_transfer_text)
+        return
+    await _finish(params, {"transferred": True}, tools.business.transfer_text)
+    await control.ending("transfer", "transferred")
+    if not await control.transfer(params.pipeline_worker):
+        logger.warning(f"call {control.call_id}: the transfer failed; telling the caller")
+        control.outcome = None
+        await params.llm.push_frame(TTSSpeakFrame(tools.business.no_transfer_text))
+
+
+async def end_call(params: FunctionCallParams) -> None:
+    tools: CallTools = params.app_resources
+    await _finish(params, {"ended": True}, tools.business.goodbye)
+    await tools.control.ending("end_call")
+    # Upstream to the worker, which ends the pipeline once the goodbye has played.
+    await params.llm.push_frame(EndWorkerFrame(reason="the bot ended the call"), FrameDirection.UPSTREAM)
+
+
+HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,
+            "transfer_to_human": transfer_to_human, "end_call": end_call}
+
+
+def schemas(business: Business) -> list[FunctionSchema]:
+    """The function schemas of the business's tools, as an LLM is told them."""
+    bikes = words.bikes_of(business)
+    known = {
+        "lookup_order": FunctionSchema(
+            name="lookup_order", description="Look up the status of the caller's online order by its order number.",
+            properties={"order_number": {"type": "string", "description": "The order number, digits only."}},
+            required=["order_number"],
+        ),
+        "book_rental": FunctionSchema(
+            name="book_rental",
+            description="Start booking a bike rental; pass whatever the caller already said, the rest is asked.",
+            properties={
+                "bike": {"type": "string", "enum": bikes, "description": "Which bike."},
+                "day": {"type": "string", "description": "The day, as YYYY-MM-DD."},
+                "count": {"type": "integer", "description": "How many bikes."},
+            },
+            required=[],
+        ),
+        "transfer_to_human": FunctionSchema(
+            name="transfer_to_human", description="Put the caller through to a person.", properties={}, required=[]
+        ),
+        "end_call": FunctionSchema(
+            name="end_call", description="End the call, when the caller says goodbye.", properties={}, required=[]
+        ),
+    }
+    return [known[name] for name in business.tools]
+
+
+def tools_schema(business: Business) -> ToolsSchema | None:
+    listed = schemas(business)
+    return ToolsSchema(standard_tools=listed) if listed else None
+
+
+def register_tools(llm, business: Business) -> None:
+    """Register a handler for each of the business's tools on the call's LLM service."""
+    for name in business.tools:
+        # Handing over and hanging up must finish even if the caller talks over the goodbye.
+        llm.register_function(name, HANDLERS[name], cancel_on_interruption=name in ("lookup_order", "book_rental"))

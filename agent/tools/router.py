@@ -1,0 +1,63 @@
+"""Which tool the caller's words are for, and its arguments: the fast path's answers, per call.
+
+Consumes the caller's words (a transcript, or the keypad's "DTMF: 4572#"); returns a
+``FastAnswer``: a fact answer from the intents, a tool to run with its arguments, or None
+for the LLM. In order:
+
+1. A booking in progress (agent/tools/booking.py): words that answer its step run the step's
+   function; a question the intents answer is answered (the step waits); anything else
+   hears the step's question again. Asking for a person or saying goodbye still works.
+2. Keyed digits, or a number said right after the bot asked for an order number: the order.
+3. The business's intents: an answer template, or a tool with what the words hold for it
+   (an order number, the bike, day and count of a rental request).
+"""
+
+from __future__ import annotations
+
+from agent.business.intents import IntentMatcher
+from agent.tools import words
+from agent.tools.booking import opening_slots
+from agent.tools.functions import CallTools
+from processors.fast_path import FastAnswer
+
+# Intents that may cut into a booking in progress.
+_ANYTIME_TOOLS = ("transfer_to_human", "end_call")
+
+
+class ToolRouter:
+    """The call's fast path: ``router(text) -> FastAnswer | None``."""
+
+    def __init__(self, matcher: IntentMatcher, tools: CallTools):
+        self.matcher = matcher
+        self.tools = tools
+
+    def __call__(self, text: str) -> FastAnswer | None:
+        booking = self.tools.booking
+        if booking is not None and booking.step is not None:
+            call = booking.route(text)
+            if call is not None:
+                return FastAnswer(f"booking:{call[0]}", "", tool=call[0], arguments=call[1])
+            answer = self.matcher(text)
+            if answer is not None and (answer.tool is None and answer.intent != "unknown" or answer.tool in _ANYTIME_TOOLS):
+                return answer
+            return FastAnswer("booking:ask_again", booking.ask_again(text))
+        keyed = words.keyed_digits(text)
+        if keyed is not None or (self._asked_for_order() and words.order_number(text)):
+            if "lookup_order" in self.tools.business.tools:
+                return FastAnswer("order_status", "", tool="lookup_order",
+                                  arguments={"order_number": keyed if keyed is not None else words.order_number(text)})
+        answer = self.matcher(text)
+        if answer is None or answer.tool is None:
+            return answer
+        return FastAnswer(answer.intent, "", tool=answer.tool, arguments=self._arguments(answer.tool, text))
+
+    def _asked_for_order(self) -> bool:
+        last = self.tools.calls[-1] if self.tools.calls else None
+        return bool(last and last["name"] == "lookup_order" and not last["result"].get("found"))
+
+    def _arguments(self, tool: str, text: str) -> dict:
+        if tool == "lookup_order":
+            return {"order_number": words.order_number(text) or ""}
+        if tool == "book_rental":
+            return opening_slots(text, self.tools.business, self.tools.now())
+        return {}

@@ -1,0 +1,107 @@
+"""The shop's own data the tools read and write: online orders and rental bookings.
+
+One SQLite file under ``BRISK_DATA_DIR`` (WAL, so several calls read and write at once),
+through SQLAlchemy 2's asyncio engine on aiosqlite: shared by every call of the process, the
+one thing made for sharing here. The orders table is the demo's: seeded once with a few
+orders (``DEMO_ORDERS``) so ``lookup_order`` has something to find; a business points its
+own tools at its own systems.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import Date, DateTime, Integer, String, event, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "orders"
+
+    number: Mapped[str] = mapped_column(String(32), primary_key=True)
+    item: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(32))  # processing, shipped, delivered
+    updated_on: Mapped[date] = mapped_column(Date)
+    arrives_by: Mapped[date | None] = mapped_column(Date, nullable=True)
+
+
+class Rental(Base):
+    __tablename__ = "rentals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    bike: Mapped[str] = mapped_column(String(64))
+    day: Mapped[date] = mapped_column(Date)
+    count: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(200))
+    call_id: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=lambda: datetime.now(timezone.utc))
+
+
+DEMO_ORDERS = [
+    Order(number="4572", item="a city bike helmet", status="shipped", updated_on=date(2026, 11, 28), arrives_by=date(2026, 12, 3)),
+    Order(number="1234", item="a set of bike lights", status="processing", updated_on=date(2026, 11, 30), arrives_by=date(2026, 12, 5)),
+    Order(number="9001", item="a puncture repair kit", status="delivered", updated_on=date(2026, 11, 25), arrives_by=None),
+]
+
+
+@dataclass(frozen=True)
+class OrderStatus:
+    number: str
+    item: str
+    status: str
+    updated_on: date
+    arrives_by: date | None
+
+
+class ShopStore:
+    """The orders and rentals; ``await start()`` once per process, then share it."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine: AsyncEngine = create_async_engine(url)
+        if url.startswith("sqlite"):
+            @event.listens_for(self.engine.sync_engine, "connect")
+            def _sqlite_pragmas(connection, _record):
+                cursor = connection.cursor()
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA busy_timeout=5000")
+                cursor.close()
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> "ShopStore":
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return cls(f"sqlite+aiosqlite:///{data_dir / 'shop.db'}")
+
+    async def start(self) -> None:
+        async with self.engine.begin() as connection:
+            await connection.run_sync(Base.metadata.create_all)
+        async with self._sessions() as session, session.begin():
+            if not await session.scalar(select(func.count()).select_from(Order)):
+                session.add_all(Order(**{c.key: getattr(o, c.key) for c in Order.__table__.columns}) for o in DEMO_ORDERS)
+
+    async def order(self, number: str) -> OrderStatus | None:
+        async with self._sessions() as session:
+            row = await session.get(Order, number)
+            return None if row is None else OrderStatus(row.number, row.item, row.status, row.updated_on, row.arrives_by)
+
+    async def book_rental(self, *, bike: str, day: date, count: int, name: str, call_id: str = "") -> int:
+        async with self._sessions() as session, session.begin():
+            rental = Rental(bike=bike, day=day, count=count, name=name, call_id=call_id)
+            session.add(rental)
+            await session.flush()
+            return rental.id
+
+    async def rentals(self) -> list[Rental]:
+        async with self._sessions() as session:
+            return list(await session.scalars(select(Rental).order_by(Rental.id)))
+
+    async def close(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,122 @@
+"""What a caller's words hold for a tool: an order number, a bike, a day, a count, a name, yes/no.
+
+Plain rules over the transcript (or the keypad's "DTMF: 4572#"), used when the words are
+routed to a tool by intent and at each step of the booking flow. Each returns None when the
+words do not say it, so the step asks again instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+
+from agent.business.facts import numbers_as_digits, same_word
+from agent.business.model import WEEKDAYS, Business
+from processors.turns.comparison_form import comparison_words
+
+_DTMF = re.compile(r"^\s*DTMF:\s*([0-9*#]+)\s*$")
+_YES = frozenset("yes yeah yep yup sure correct right ok okay please absolutely definitely perfect great".split())
+_NO = frozenset("no nope nah dont cancel not wrong stop".split())
+_NAME_LEADS = re.compile(r"\b(?:my name is|name is|name's|it's under|under the name|under|this is|i am|i'm|it's|its)\s+(.+)$", re.I)
+_NOT_NAMES = frozenset("the a an please thanks thank you um uh er so well yes no".split())
+
+
+def keyed_digits(text: str) -> str | None:
+    """The digits of a keypad entry ("DTMF: 4572#" -> "4572"), or None for spoken words."""
+    match = _DTMF.match(text)
+    return match.group(1).rstrip("#").replace("*", "") if match else None
+
+
+def order_number(text: str) -> str | None:
+    """The order number said or keyed: the longest run of digits, spoken digit by digit or not.
+
+    "four five seven two" and "45 72" are 4572; a number of fewer than 3 digits is not an order
+    number ("I ordered 2 helmets").
+    """
+    keyed = keyed_digits(text)
+    if keyed is not None:
+        return keyed or None
+    runs, current = [], ""
+    for token in re.findall(r"\d+|\S+", numbers_as_digits(text.replace("-", " "))):
+        if token.isdigit():
+            current += token
+        elif token.strip(".,!?") in ("oh", "o") and current:
+            current += "0"
+        elif re.fullmatch(r"\d+[.,!?]", token):
+            current += token[:-1]
+            runs.append(current)
+            current = ""
+        else:
+            if current:
+                runs.append(current)
+            current = ""
+    if current:
+        runs.append(current)
+    best = max(runs, key=len, default="")
+    return best if len(best) >= 3 else None
+
+
+def bikes_of(business: Business) -> list[str]:
+    """The bikes a caller can rent: the priced "... bike rental" items, without "rental"."""
+    return [item.removesuffix(" rental") for item in business.prices if item.endswith("bike rental")]
+
+
+def bike(text: str, business: Business) -> str | None:
+    """The bike named ("an electric one", "e-bike", "city"); None when no or several."""
+    words = comparison_words(text.replace("e-bike", "electric bike"))
+    named = []
+    for choice in bikes_of(business):
+        own = [w for w in choice.split() if w != "bike"]
+        if any(same_word(w, o) for w in words for o in own):
+            named.append(choice)
+    return named[0] if len(named) == 1 else None
+
+
+def day(text: str, now: datetime) -> date | None:
+    """The day meant: today, tomorrow, or the next such weekday (today if it is that day)."""
+    words = comparison_words(text)
+    if "today" in words or "tonight" in words:
+        return now.date()
+    if "tomorrow" in words:
+        return now.date() + timedelta(days=1)
+    for index, weekday in enumerate(WEEKDAYS):
+        if weekday in words or f"{weekday}s" in words:
+            return now.date() + timedelta(days=(index - now.weekday()) % 7)
+    return None
+
+
+def count(text: str, *, alone: bool = True) -> int | None:
+    """How many: a number from 1 to 20 ("two", "2 bikes", "just one", "a bike").
+
+    ``alone=False`` (a whole request: "rent two city bikes for Saturday") takes only a number
+    right before the bike words, not one that is part of a date or a price.
+    """
+    digits = numbers_as_digits(text)
+    if alone:
+        match = re.search(r"\b(\d{1,2})\b", digits)
+        if match is None and re.search(r"\b(a|an|one)\b", digits.lower()):
+            return 1
+    else:
+        match = re.search(r"\b(\d{1,2})\s+(?:\w+\s+)?bikes?\b", digits)
+    if match is None:
+        return None
+    value = int(match.group(1))
+    return value if 1 <= value <= 20 else None
+
+
+def name(text: str) -> str | None:
+    """The name given ("My name is Anna Lee." -> "Anna Lee"; "Anna." -> "Anna")."""
+    said = text.strip().rstrip(".!?")
+    match = _NAME_LEADS.search(said)
+    if match:
+        said = match.group(1)
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'-]*", said) if w.lower() not in _NOT_NAMES]
+    if not words or len(words) > 4:
+        return None
+    return " ".join(w[:1].upper() + w[1:] for w in words)
+
+
+def yes_or_no(text: str) -> bool | None:
+    words = set(comparison_words(text.replace("n't", " not")))
+    yes, no = bool(words & _YES), bool(words & _NO)
+    return yes if yes != no else None
