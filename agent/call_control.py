@@ -34,9 +34,10 @@ class CallControl:
         """Whether a person can take this call now."""
         return False
 
-    async def transfer(self, worker) -> bool:
-        """Hand the caller to a person, once what was said before has played; True if done."""
-        return False
+    async def transfer(self, worker, *, failed_text: str) -> None:
+        """Hand the caller to a person once what was said before has played; when that fails,
+        the caller hears ``failed_text`` and the call goes on. Returns at once."""
+        raise NotImplementedError(f"{self.transport} calls cannot be handed over")
 
     async def ending(self, by: str, outcome: Outcome = "completed") -> None:
         """Note why the bot is ending the call (its record keeps it); a transport may tell its client."""

@@ -253,7 +253,7 @@ def make_llm(
     return ResilientOpenAILLMService(**kwargs)
 
 
-def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
+def make_prompt_processors(resources: Resources, flavor: Flavor, tools=None) -> list:
     """Brisk keeps the prompt prefix stable and warm (latency-playbook.md, 3-4); stock sends it as is."""
     if flavor == "stock":
         return []
@@ -272,6 +272,7 @@ def make_prompt_processors(resources: Resources, flavor: Flavor) -> list:
                 system_prompt=config.system_prompt,
                 rewarm_after_s=config.llm_rewarm_secs or None,
                 convert_developer_to_user=config.embedded_llm,
+                tools=tools,
             )
         )
     return processors
@@ -457,7 +458,7 @@ def build_call(
         VADProcessor(vad_analyzer=make_vad(config, flavor)),
         make_stt(resources, flavor),
         aggregators.user(),
-        *make_prompt_processors(resources, flavor),
+        *make_prompt_processors(resources, flavor, offered),
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),
         llm,

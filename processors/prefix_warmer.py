@@ -45,6 +45,7 @@ class PrefixWarmer(FrameProcessor):
         session_messages: Sequence[LLMContextMessage] = (),
         rewarm_after_s: float | None = 240.0,
         convert_developer_to_user: bool = False,
+        tools=None,
         **kwargs,
     ):
         """Create the warmer.
@@ -59,6 +60,8 @@ class PrefixWarmer(FrameProcessor):
                 provider's cache TTL. None warms only at call start.
             convert_developer_to_user: As the LLM service does (``not
                 supports_developer_role``), so "developer" session messages render the same.
+            tools: The ``ToolsSchema`` the call's requests offer: a chat template puts the
+                tools in the prompt's prefix, so the warm-up must offer the same ones.
             **kwargs: Passed to ``FrameProcessor``.
         """
         super().__init__(**kwargs)
@@ -68,6 +71,7 @@ class PrefixWarmer(FrameProcessor):
         self._session_messages = list(session_messages)
         self._rewarm_after_s = rewarm_after_s
         self._convert_developer_to_user = convert_developer_to_user
+        self._tools = tools
         self._last_request_at = 0.0
         self._task: asyncio.Task | None = None
         self._adapter = OpenAILLMAdapter()
@@ -77,7 +81,8 @@ class PrefixWarmer(FrameProcessor):
 
     async def warm(self) -> None:
         """Send one warm-up request now."""
-        context = LLMContext(messages=[*self._session_messages, WARM_UP_USER_TURN])
+        context = LLMContext(messages=[*self._session_messages, WARM_UP_USER_TURN], tools=self._tools) \
+            if self._tools else LLMContext(messages=[*self._session_messages, WARM_UP_USER_TURN])
         params = await self._adapter.get_llm_invocation_params(
             context,
             system_instruction=self._system_prompt,
@@ -86,8 +91,9 @@ class PrefixWarmer(FrameProcessor):
         started = time.monotonic()
         self._last_request_at = started
         try:
+            extra = {"tools": params["tools"]} if self._tools else {}
             await self._client.chat.completions.create(
-                model=self._model, messages=params["messages"], max_tokens=1, stream=False
+                model=self._model, messages=params["messages"], max_tokens=1, stream=False, **extra
             )
         except Exception as e:  # a failed warm-up only costs the next turn its cache hit
             self.failures += 1

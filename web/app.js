@@ -55,6 +55,8 @@
     turns: [],
     messages: [],
     maxRemoteAudioLevel: 0,
+    handover: "", // what the page said when the bot handed the call to a person
+    endedBy: "", // why the bot ended the call: end_call, idle, transfer
     remoteAudioLevel() {
       const level = rms(session && session.remoteAnalyser);
       brisk.maxRemoteAudioLevel = Math.max(brisk.maxRemoteAudioLevel, level);
@@ -98,6 +100,8 @@
       levelTimer: 0,
       botReady: false,
       closed: false,
+      endedBecause: "", // what the server said before it ended the call
+
     };
   }
 
@@ -184,7 +188,7 @@
     s.dc.addEventListener("message", (event) => onChannelMessage(s, event.data));
     // The connection state can stay "connected" for ~30 s after the server
     // goes away; the channel closes at once.
-    s.dc.addEventListener("close", () => end(s, "idle", "the server closed the connection"));
+    s.dc.addEventListener("close", () => end(s, "idle", s.endedBecause || "the server closed the connection"));
     // pipecat takes the first transceiver as the user's audio.
     pc.addTransceiver(s.mic.getAudioTracks()[0], { direction: "sendrecv", streams: [s.mic] });
     pc.addEventListener("track", (event) => onRemoteTrack(s, event));
@@ -317,7 +321,7 @@
     if (message.type === "renegotiate") {
       negotiate(s).catch((err) => fail(s, `renegotiation failed: ${err.message}`));
     } else if (message.type === "peerLeft") {
-      end(s, "idle", "the bot ended the call");
+      end(s, "idle", s.endedBecause || "the bot ended the call");
     }
   }
 
@@ -377,8 +381,26 @@
         break;
       case "server-message":
         if (data.type === "turn-latency") addTurn(data);
+        else if (data.type === "transfer") handOver(s, data);
+        else if (data.type === "call-ending") callEnding(s, data);
         break;
     }
+  }
+
+  // The bot hands the caller to a person: say so on the page, and keep it
+  // said once the call ends.
+  function handOver(s, data) {
+    brisk.handover = data.text || "A person is being connected.";
+    s.endedBecause = "handed over to a person";
+    setState("connected", brisk.handover);
+    note(brisk.handover, "handover");
+  }
+
+  // The bot ends the call (the caller said goodbye, or stayed silent).
+  function callEnding(s, data) {
+    brisk.endedBy = data.by;
+    if (data.outcome === "transferred") return;
+    s.endedBecause = data.by === "idle" ? "the bot hung up: no one answered" : "the bot ended the call";
   }
 
   // ---- audio levels -----------------------------------------------------

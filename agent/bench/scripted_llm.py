@@ -38,6 +38,7 @@ class RecordedRequest:
     disconnected: bool = False  # the client closed the stream before the last token
     first_token_at: float | None = None
     include_usage: bool = False  # the client asked for the usage chunk (stream_options)
+    tools: list | None = None  # the tools the request offered, as sent
 
     @property
     def last_user_text(self) -> str:
@@ -88,7 +89,7 @@ class ScriptedLLM:
         async def chat(request: Request):
             body = await request.json()
             messages = body.get("messages") or []
-            record = RecordedRequest(messages=messages, received_at=time.monotonic(),
+            record = RecordedRequest(messages=messages, received_at=time.monotonic(), tools=body.get("tools"),
                                      include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
             self.requests.append(record)
             answer = self.answer_for(messages)

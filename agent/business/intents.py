@@ -239,6 +239,12 @@ _QUESTION_OPENERS = frozenset(
 _PERSON_WORDS = frozenset("person human someone somebody agent representative manager staff operator".split())
 
 
+def opens_a_question(text: str) -> bool:
+    """A question's first word ("What...", "Do you..."): a question whatever the punctuation."""
+    words = comparison_words(text)
+    return bool(words and words[0] in _QUESTION_OPENERS)
+
+
 def is_question(text: str) -> bool:
     """A question mark, or a question's first word ("Do you...", "Where...")."""
     words = comparison_words(text)

@@ -17,10 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from loguru import logger
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import EndWorkerFrame, FunctionCallResultProperties, TTSSpeakFrame
+from pipecat.frames.frames import (
+    EndWorkerFrame,
+    FunctionCallResultProperties,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallParams
 
@@ -29,6 +34,7 @@ from agent.call_control import CallControl
 from agent.tools import words
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
+from frames.turn import FAST_PATH
 
 
 @dataclass
@@ -64,6 +70,15 @@ def order_sentence(order: OrderStatus) -> str:
 ASK_ORDER_NUMBER = "What's your order number? You can say it, or type it on your keypad followed by the pound key."
 
 
+async def say(params: FunctionCallParams, text: str) -> None:
+    """Say ``text`` as the turn's answer, the way the fast path does: as an LLM response tagged
+    with the tool (``frames.turn.FAST_PATH``), so the chunker, barge-in, the context and the
+    turn's latency record treat it like any answer and the answer check leaves it alone."""
+    for frame in (LLMFullResponseStartFrame(), LLMTextFrame(text), LLMFullResponseEndFrame()):
+        frame.metadata[FAST_PATH] = params.function_name
+        await params.llm.push_frame(frame)
+
+
 async def _finish(params: FunctionCallParams, result: dict, said: str | None = None) -> None:
     """Give the result back; a routed call's answer is ``said`` as is, an LLM's call is the LLM's to say."""
     tools: CallTools = params.app_resources
@@ -72,7 +87,7 @@ async def _finish(params: FunctionCallParams, result: dict, said: str | None = N
     if routed:
         await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
         if said:
-            await params.llm.push_frame(TTSSpeakFrame(said))
+            await say(params, said)
     else:
         await params.result_callback(result)
 
@@ -110,10 +125,9 @@ async def transfer_to_human(params: FunctionCallParams) -> None:
         return
     await _finish(params, {"transferred": True}, tools.business.transfer_text)
     await control.ending("transfer", "transferred")
-    if not await control.transfer(params.pipeline_worker):
-        logger.warning(f"call {control.call_id}: the transfer failed; telling the caller")
-        control.outcome = None
-        await params.llm.push_frame(TTSSpeakFrame(tools.business.no_transfer_text))
+    # The hand-over runs on its own (it waits for the words above to be heard): talking over
+    # them must not cancel it, as it would cancel this call.
+    await control.transfer(params.pipeline_worker, failed_text=tools.business.no_transfer_text)
 
 
 async def end_call(params: FunctionCallParams) -> None:
@@ -163,7 +177,11 @@ def tools_schema(business: Business) -> ToolsSchema | None:
 
 
 def register_tools(llm, business: Business) -> None:
-    """Register a handler for each of the business's tools on the call's LLM service."""
+    """Register a handler for each of the business's tools on the call's LLM service.
+
+    With pipecat's default ``cancel_on_interruption``: a tool that must outlive an interruption
+    (the hand-over) runs its lasting part in a task of its own. pipecat treats a tool registered
+    with ``cancel_on_interruption=False`` as an async tool and tells the LLM so in its system
+    instruction, which would change the prompt's cached prefix."""
     for name in business.tools:
-        # Handing over and hanging up must finish even if the caller talks over the goodbye.
-        llm.register_function(name, HANDLERS[name], cancel_on_interruption=name in ("lookup_order", "book_rental"))
+        llm.register_function(name, HANDLERS[name])

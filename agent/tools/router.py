@@ -4,21 +4,31 @@ Consumes the caller's words (a transcript, or the keypad's "DTMF: 4572#"); retur
 ``FastAnswer``: a fact answer from the intents, a tool to run with its arguments, or None
 for the LLM. In order:
 
-1. A booking in progress (agent/tools/booking.py): words that answer its step run the step's
-   function; a question the intents answer is answered (the step waits); anything else
-   hears the step's question again. Asking for a person or saying goodbye still works.
+1. A booking in progress (agent/tools/booking.py): a question the intents answer is answered
+   (the step waits); words that answer its step run the step's function; anything else hears
+   the step's question again. Asking for a person or saying goodbye still works.
 2. Keyed digits, or a number said right after the bot asked for an order number: the order.
 3. The business's intents: an answer template, or a tool with what the words hold for it
-   (an order number, the bike, day and count of a rental request).
+   (an order number, the bike, day and count of a rental request). "Do you rent electric
+   bikes?" asks about the offer and is the LLM's, not a booking.
 """
 
 from __future__ import annotations
 
-from agent.business.intents import IntentMatcher
+from agent.business.intents import IntentMatcher, opens_a_question
 from agent.tools import words
 from agent.tools.booking import opening_slots
 from agent.tools.functions import CallTools
 from processors.fast_path import FastAnswer
+from processors.turns.comparison_form import comparison_words
+
+# "Do you rent...?", "Are you renting...?": a question about what the business offers, not a request.
+_OFFER_OPENINGS = {("do", "you"), ("does", "the"), ("are", "you"), ("is", "there"), ("does", "your")}
+
+
+def _asks_about_the_offer(text: str) -> bool:
+    return tuple(comparison_words(text)[:2]) in _OFFER_OPENINGS
+
 
 # Intents that may cut into a booking in progress.
 _ANYTIME_TOOLS = ("transfer_to_human", "end_call")
@@ -34,11 +44,15 @@ class ToolRouter:
     def __call__(self, text: str) -> FastAnswer | None:
         booking = self.tools.booking
         if booking is not None and booking.step is not None:
+            # "What time do you open on Saturday?" is a question to answer, not the day to book.
+            asked = self.matcher(text) if opens_a_question(text) else None
+            if asked is not None and asked.tool is None and asked.intent != "unknown":
+                return asked
             call = booking.route(text)
             if call is not None:
                 return FastAnswer(f"booking:{call[0]}", "", tool=call[0], arguments=call[1])
-            answer = self.matcher(text)
-            if answer is not None and (answer.tool is None and answer.intent != "unknown" or answer.tool in _ANYTIME_TOOLS):
+            answer = asked or self.matcher(text)
+            if answer is not None and answer.tool in _ANYTIME_TOOLS:
                 return answer
             return FastAnswer("booking:ask_again", booking.ask_again(text))
         keyed = words.keyed_digits(text)
@@ -49,6 +63,8 @@ class ToolRouter:
         answer = self.matcher(text)
         if answer is None or answer.tool is None:
             return answer
+        if answer.tool == "book_rental" and _asks_about_the_offer(text):
+            return None  # "Do you rent electric bikes?" asks what the shop does: the LLM, with its facts
         return FastAnswer(answer.intent, "", tool=answer.tool, arguments=self._arguments(answer.tool, text))
 
     def _asked_for_order(self) -> bool:

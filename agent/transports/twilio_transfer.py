@@ -15,7 +15,7 @@ import asyncio
 import aiohttp
 
 from loguru import logger
-from pipecat.frames.frames import OutputTransportMessageFrame
+from pipecat.frames.frames import OutputTransportMessageFrame, TTSSpeakFrame
 from twilio.base.exceptions import TwilioException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.rest import Client
@@ -43,6 +43,7 @@ class PhoneCallControl(CallControl):
     def __init__(self, phone, *, transfer_number: str | None, account_sid: str | None,
                  auth_token: str | None, api_url: str):
         super().__init__(phone.start.call_sid)
+        self._task: asyncio.Task | None = None  # the hand-over, held so the loop keeps it
         self.phone = phone
         self.transfer_number = transfer_number
         self.account_sid = account_sid
@@ -53,7 +54,10 @@ class PhoneCallControl(CallControl):
     def can_transfer(self) -> bool:
         return bool(self.transfer_number and self.account_sid and self.auth_token)
 
-    async def transfer(self, worker) -> bool:
+    async def transfer(self, worker, *, failed_text: str) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._hand_over(worker, failed_text))
+
+    async def _hand_over(self, worker, failed_text: str) -> None:
         played = self.phone.wait_for_mark(TRANSFER_MARK)
         message = {"event": "mark", "streamSid": self.phone.start.stream_sid, "mark": {"name": TRANSFER_MARK}}
         # Not urgent: it goes out after the audio queued before it, so its echo means "heard".
@@ -68,10 +72,11 @@ class PhoneCallControl(CallControl):
         try:
             await client.calls(self.call_id).update_async(twiml=dial_twiml(self.transfer_number))
         except (TwilioException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
-            logger.error(f"call {self.call_id}: Twilio refused the transfer: {error}")
-            return False
+            logger.error(f"call {self.call_id}: the transfer failed, the call goes on: {error}")
+            self.outcome = self.ended_by = None
+            await worker.queue_frame(TTSSpeakFrame(failed_text))
+            return
         finally:
             await http.close()
         logger.info(f"call {self.call_id}: handed to {self.transfer_number}")
         self.phone.end("handed over to a person")
-        return True

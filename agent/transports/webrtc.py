@@ -55,10 +55,9 @@ class BrowserCallControl(CallControl):
         await super().ending(by, outcome)
         await self.worker.queue_frame(RTVIServerMessageFrame(data={"type": "call-ending", "by": by, "outcome": outcome}))
 
-    async def transfer(self, worker) -> bool:
+    async def transfer(self, worker, *, failed_text: str) -> None:
         text = "A person is being connected."
         await worker.queue_frames([RTVIServerMessageFrame(data={"type": "transfer", "text": text}), EndFrame()])
-        return True
 
 
 class CallManager:

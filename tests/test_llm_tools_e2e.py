@@ -1,0 +1,65 @@
+"""An LLM that calls tools well is offered them and calls them itself; the embedded one is not.
+
+Over a real WebRTC call (aiortc caller, the real server and models) with
+``tests/fakes/tool_calling_llm.py`` as an OpenAI-compatible LLM elsewhere (``BRISK_LLM_TOOLS``
+auto: offered), which answers the caller's question with a ``lookup_order`` call and then with
+text once the tool's result is in the messages.
+"""
+
+import json
+
+import pytest
+import pytest_asyncio
+
+from agent.caller.call import place_call, running_server
+from agent.caller.loopback import serve_app
+from agent.config import load_config
+from agent.runtime import Runtime
+from tests.fakes.tool_calling_llm import ToolCallingLLM
+from tests.speech import synthesize_speech
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+ANSWER = "Your helmet is on its way and should arrive by the third of December."
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served():
+    llm = ToolCallingLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _messages: ANSWER,
+                         tool_name="lookup_order", arguments='{"order_number": "4572"}')
+    async with serve_app(llm.app()) as llm_url:
+        # The intents would route this question themselves: the LLM's own call is under test.
+        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", fast_path=False)
+        runtime = Runtime(config)
+        await runtime.start()
+        try:
+            async with running_server(config, runtime) as (base_url, app):
+                yield base_url, app, llm
+        finally:
+            await runtime.stop()
+
+
+async def test_an_llm_that_calls_tools_looks_up_the_order_and_says_the_result(served):
+    base_url, app, llm = served
+    calls = []
+    app.state.calls.listeners.append(lambda _pc_id, call: calls.append(call))
+    question = synthesize_speech("Could you check on my order for me?", tail_silence=1.0)
+    asked_before = len(llm.requests)
+
+    result = await place_call(base_url, app, question.samples, question.sample_rate)
+
+    [call] = calls
+    requests = [r for r in llm.requests[asked_before:] if r.messages and r.messages[-1].get("role") in ("user", "tool")]
+    # The warm-up offers the same tools: a chat template renders them into the cached prefix.
+    assert all(r.tools for r in llm.requests[asked_before:])
+
+    # Offered the business's tools, it called one; its result went back to it, then it answered.
+    assert {t["function"]["name"] for t in requests[0].tools} == {"lookup_order", "book_rental", "transfer_to_human", "end_call"}
+    [lookup] = call.tools.calls
+    assert lookup["name"] == "lookup_order" and lookup["result"]["found"]
+    tool_message = next(m for r in requests for m in r.messages if m.get("role") == "tool")
+    assert json.loads(tool_message["content"])["status"] == "shipped"
+    # The answer to a tool's result is the result's to back, not the business file's: it is said.
+    [turn] = [t for t in result.summary["turns"] if t.get("bot_text")]
+    assert turn["bot_text"].strip() == ANSWER
+    assert result.caller.first_audible_after(result.utterance_ends[0]) is not None
