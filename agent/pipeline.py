@@ -4,10 +4,15 @@
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
 a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
 
-    transport.input() -> VAD -> STT -> user aggregator (speculative stop strategy, brisk)
-                      -> context window -> prefix warmer (brisk) -> LLM -> sentence chunker (brisk)
-                      -> TTS -> transport.output() -> assistant aggregator
+    transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> user aggregator (speculative stop)
+                      -> context window -> prefix warmer -> fast path + tool router -> fact grounding
+                      -> LLM (tools routed by intent, answers checked) -> tool filler
+                      -> sentence chunker -> TTS -> transport.output() -> assistant aggregator
                                                      (observer: processors/latency.py)
+
+(all but VAD, STT, the aggregators, LLM and TTS are Brisk's flavor only). Each Brisk call also
+gets its ``CallTools`` (the tools' state, pipecat's ``app_resources``), a ``FlowManager`` for
+the booking flow, and the quiet-caller prompts (agent/conversation.py).
 
 Transports: ``webrtc_transport`` (browsers, pipecat's SmallWebRTC), ``phone_transport`` (Twilio
 Media Streams over pipecat's FastAPI WebSocket, 8 kHz both ways) and ``livekit_transport``

@@ -109,19 +109,23 @@ async def test_a_spoken_order_number_is_looked_up_and_read_back(agent, tmp_path)
     assert record["stages_ms"]["llm_request"] is None and record["stages_ms"]["first_audio_out"] is not None
 
 
-async def test_a_keyed_order_number_is_looked_up(agent):
+async def test_asked_for_the_number_the_caller_keys_it_and_it_is_looked_up(agent, tmp_path):
     async with serving(agent) as server:
         client = await dial(server, "CA1002")
-        await asyncio.sleep(1.0)
-        await client.press("1234#")
+        await say(client, "Where is my order, please?", tmp_path, "check")
         [call] = server.calls
-        await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=20)
+        await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=30)
+        await wait_until_quiet(client)
+        keyed_at = time.monotonic()
+        await client.press("1234#")
+        await wait_until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=20)
         await wait_until_quiet(client)
         await client.hang_up()
 
-    [lookup] = tool_calls(call, "lookup_order")
-    assert lookup["arguments"] == {"order_number": "1234"} and lookup["result"]["status"] == "processing"
-    assert any(m.rms >= 300 for m in client.media)
+    asked, keyed = tool_calls(call, "lookup_order")
+    assert asked["arguments"] == {"order_number": ""} and not asked["result"]["found"]
+    assert keyed["arguments"] == {"order_number": "1234"} and keyed["result"]["status"] == "processing"
+    assert client.first_audible_after(keyed_at) is not None
 
 
 async def test_two_callers_at_once_each_get_their_own_order(agent, tmp_path):

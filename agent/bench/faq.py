@@ -20,14 +20,21 @@ Then, without calls: the same questions as text (:func:`measure_text`), which te
 ASR costs from what the answering costs; and what the ASR hears of the clips (:func:`measure_asr`): word error
 rate and fast-path intent agreement per Whisper model (tiny.en, base), with and without the
 business vocabulary (``BRISK_STT_VOCABULARY``).
+
+Then the agent acting (``agent/bench/tasks.py``): an order lookup said and one keyed, a rental
+booked through its flow, a hand-over to a person, each one Brisk call (JSON ``"tasks"``: success
+rate, v2v of each turn, fillers); and who picks a tool right, the embedded LLM offered the tools
+or Brisk's intent router (``"llm_tools"``, embedded only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import tempfile
 from contextlib import AsyncExitStack
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +43,7 @@ from agent.bench.corpus import WARMUP, render
 from agent.bench.faq_questions import QUESTIONS, FaqQuestion, expectations
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
+from agent.bench.tasks import measure_llm_tools, run_tasks
 from agent.business.facts import numbers_as_digits
 from agent.config import load_config
 from agent.runtime import Runtime
@@ -106,6 +114,8 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
     clips = [render(q.utterance) for q in questions]
     warmup = render(WARMUP)
     scripted = llm == "scripted"
+    # The booking scenario writes a rental: into a store of the run's own, not the user's.
+    data_dir = Path(tempfile.mkdtemp(prefix="brisk-bench-data-"))
     async with AsyncExitStack() as stack:
         if scripted:
             from agent.bench.scripted_llm import ScriptedLLM
@@ -113,10 +123,10 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
 
             scripted_llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0)
             llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
-            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", data_dir=data_dir)
         else:
             scripted_llm = None
-            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS, data_dir=data_dir)
         log(f"faq: starting the runtime ({llm} LLM) ...")
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
@@ -136,12 +146,17 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
                 log(f"[{len(results)}/{2 * len(clips)}] {flavor:5} {question.id:22} {turn['grade']:10} "
                     f"v2v {fmt(turn['v2v_ms']):>5} ms  heard {turn['user_text']!r} -> {turn['bot_text']!r}")
         text = await measure_text(runtime, config, questions, now)
+        log("faq: task scenarios (tools and the booking flow) ...")
+        tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
+        llm_tools = None if scripted else await measure_llm_tools(runtime, config, lambda: _router(config))
         asr = await asyncio.to_thread(measure_asr, config, questions, clips)
 
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
     return {
         **{flavor: summarize(by_side[flavor]) for flavor in FLAVORS},
         "text": text,
+        "tasks": tasks,
+        "llm_tools": llm_tools,
         "asr": asr,
         "turns": results,
         "config": {
@@ -240,6 +255,17 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
     return results
 
 
+def _router(config):
+    from agent.business.facts import FactIndex
+    from agent.business.intents import IntentMatcher
+    from agent.call_control import CallControl
+    from agent.tools.functions import CallTools
+    from agent.tools.router import ToolRouter
+
+    business = config.business_definition
+    return ToolRouter(IntentMatcher(business, facts=FactIndex(business)), CallTools(business, None, CallControl()))
+
+
 def format_faq(result: dict) -> str:
     """The README table: per side, the grades and the latencies."""
     lines = [
@@ -264,6 +290,20 @@ def format_faq(result: dict) -> str:
         for flavor in FLAVORS:
             t = result["text"][flavor]
             lines.append(f"| {flavor} | {t['correct']} | {t['wrong']} | {t['dont_know']} | {t['incomplete']} |")
+    if result.get("tasks"):
+        tasks = result["tasks"]
+        lines += ["", "| task (Brisk, spoken) | done | turns | v2v per turn (ms) | filler |", "|---|---|---|---|---|"]
+        for r in tasks["scenarios"]:
+            lines.append(f"| {r['task']} | {'yes' if r['success'] else 'no'} | {r['turns']} | "
+                         f"{', '.join(fmt(v) for v in r['v2v_ms'])} | {r['filler_spoken']} |")
+        v = tasks["tool_turn_v2v_ms"]
+        lines.append(f"| all | {100 * tasks['success_rate']:.0f}% | | P50 {fmt(v['p50'])} (n={v['n']}) | {tasks['fillers']} |")
+    if result.get("llm_tools"):
+        t = result["llm_tools"]
+        lines += ["", "| who picks the tool | right (of {0}) | as real tool calls | a call when none was needed (of {1}) |".format(
+            t["requests"], t["requests"] - t["needs_a_tool"]), "|---|---|---|---|",
+            f"| embedded LLM, tools offered | {t['llm']['right']} | {t['llm']['parsed_as_tool_calls']} | {t['llm']['called_when_none_needed']} |",
+            f"| Brisk's intent router | {t['router']['right']} | - | {t['router']['called_when_none_needed']} |"]
     lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
     for key, asr in result["asr"].items():
         if "error" in asr:

@@ -70,6 +70,15 @@ class WavMicrophone(MediaStreamTrack):
         self._pts += self.frame_samples
         return frame
 
+    def say(self, samples: np.ndarray) -> int:
+        """Play ``samples`` next, after what is still to play (silence meanwhile); returns the
+        index of their first sample, for ``time_of_sample``. A caller's next utterance."""
+        start = max(self._index, len(self.samples))
+        pad = np.zeros(start - len(self.samples), dtype=np.int16)
+        self.samples = np.concatenate([self.samples, pad, samples.astype(np.int16)])
+        self.finished.clear()
+        return start
+
     def time_of_sample(self, index: int) -> float:
         """Monotonic time at which sample ``index`` of the WAV was played."""
         assert self.start_time is not None

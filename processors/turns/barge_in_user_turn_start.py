@@ -8,6 +8,7 @@ backchannel-only utterance instead becomes a ``UserBackchannelFrame``: the clien
 gets it (RTVI ``user-input``), the LLM context does not, the bot keeps talking. While the bot is
 silent (idle, or an answer still being generated or synthesised) a turn starts at the VAD start,
 as pipecat's default does.
+A keypad entry (pipecat's ``DTMFAggregator`` transcript, "DTMF: 4572#") starts a turn of its own.
 Emits: pipecat's turn events, ``UserBackchannelFrame``, and a ``BargeInDecisionFrame`` just
 before each turn start it decides.
 Measures: ``decisions`` (each with its time and the VAD-estimated speech start) and
@@ -36,6 +37,9 @@ from pipecat.turns.user_start.base_user_turn_start_strategy import BaseUserTurnS
 
 from frames.turn import BargeInDecisionFrame
 from processors.turns.barge_in_policy import BargeInPolicy, transcript_words
+
+# What pipecat's DTMFAggregator puts before a keypad entry it turns into a transcript.
+KEYPAD_PREFIX = "DTMF: "
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,12 @@ class BargeInUserTurnStartStrategy(BaseUserTurnStartStrategy):
 
     async def _final_transcript(self, frame: TranscriptionFrame) -> ProcessFrameResult:
         utterance = self._utterance
+        if frame.text.startswith(KEYPAD_PREFIX) and not self._user_turn:
+            # Keys pressed (pipecat's DTMFAggregator): the caller's own turn, never a backchannel,
+            # and no speech of theirs is in progress to belong to.
+            utterance = _Utterance(started_at=time.monotonic(), bot_mid_answer=self.bot_mid_answer, text=frame.text)
+            self._utterance = utterance
+            return await self._decide(utterance)
         if self._user_turn or (utterance and utterance.settled):
             return ProcessFrameResult.CONTINUE
         if utterance is None:
