@@ -4,32 +4,12 @@ Chromium is Debian's (/usr/bin/chromium, installed by .ci/run), driven by playwr
 `playwright install`. The screenshot is kept in artifacts/ as the test's evidence.
 """
 
-import shutil
-
 import pytest
-from playwright.async_api import async_playwright
 
+from tests.browser import needs_chromium, page_with_mic
 from tests.speech import synthesize_speech
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.asyncio(loop_scope="session"),
-    pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium is not installed (.ci/run installs it)"),
-]
-
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-    "--disable-features=WebRtcHideLocalIpsWithMdns",
-]
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"), needs_chromium]
 
 
 async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart(server, tmp_path, artifacts_dir):
@@ -39,35 +19,22 @@ async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart
     question = "What are your opening hours on Saturday?"
     clip = synthesize_speech(question, tmp_path / "question.wav", lead_silence=1.5, tail_silence=8.0)
 
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path="/usr/bin/chromium",
-            headless=True,
-            args=[*CHROMIUM_FLAGS, f"--use-file-for-fake-audio-capture={clip.path}%noloop"],
-        )
-        try:
-            page = browser.pages[0] if browser.pages else await browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(base_url.replace("127.0.0.1", "localhost") + "/")
-            await page.click("#call")
-            await page.wait_for_function("window.brisk && window.brisk.state === 'connected'", timeout=30_000)
+    async with page_with_mic(tmp_path, clip.path, base_url) as (page, errors):
+        await page.click("#call")
+        await page.wait_for_function("window.brisk && window.brisk.state === 'connected'", timeout=30_000)
 
-            # Bot audio detected in the page (WebAudio on the remote stream), then a turn's chart drawn.
-            await page.wait_for_function("window.brisk.maxRemoteAudioLevel > 0.01", timeout=60_000)
-            await page.wait_for_function("window.brisk.turns.length >= 1", timeout=60_000)
-            await page.wait_for_selector("#latency .turn-chart .bar")
+        # Bot audio detected in the page (WebAudio on the remote stream), then a turn's chart drawn.
+        await page.wait_for_function("window.brisk.maxRemoteAudioLevel > 0.01", timeout=60_000)
+        await page.wait_for_function("window.brisk.turns.length >= 1", timeout=60_000)
+        await page.wait_for_selector("#latency .turn-chart .bar")
 
-            turn = await page.evaluate("window.brisk.turns[0]")
-            bars = await page.locator("#latency .turn-chart").first.locator(".bar").count()
-            transcript = await page.inner_text("#transcript")
-            await page.screenshot(path=str(artifacts_dir / "browser-call.png"), full_page=True)
+        turn = await page.evaluate("window.brisk.turns[0]")
+        bars = await page.locator("#latency .turn-chart").first.locator(".bar").count()
+        transcript = await page.inner_text("#transcript")
+        await page.screenshot(path=str(artifacts_dir / "browser-call.png"), full_page=True)
 
-            await page.click("#call")  # hang up
-            await page.wait_for_function("window.brisk.state === 'idle'", timeout=10_000)
-        finally:
-            await browser.close()
+        await page.click("#call")  # hang up
+        await page.wait_for_function("window.brisk.state === 'idle'", timeout=10_000)
 
     assert not errors, errors
     assert "saturday" in turn["user_text"].lower()

@@ -7,10 +7,8 @@ import pytest
 import pytest_asyncio
 
 from agent.bench.scripted_llm import ScriptedLLM
-from agent.caller.call import place_call, running_server
-from agent.caller.loopback import serve_app
-from agent.config import load_config
-from agent.runtime import Runtime
+from agent.caller.call import place_call
+from tests.servers import brisk_with_llm
 from tests.speech import synthesize_speech
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -21,15 +19,8 @@ LLM_ANSWER = "Yes, we rent electric bikes by the day."
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def served():
     llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0, answer_for=lambda _messages: LLM_ANSWER)
-    async with serve_app(llm.app()) as llm_url:
-        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", max_calls=2)
-        runtime = Runtime(config)
-        await runtime.start()
-        try:
-            async with running_server(config, runtime) as (base_url, app):
-                yield base_url, app, llm
-        finally:
-            await runtime.stop()
+    async with brisk_with_llm(llm.app(), max_calls=2) as (base_url, app):
+        yield base_url, app, llm
 
 
 async def test_a_frequent_question_is_answered_from_the_facts_while_another_call_asks_the_llm(served):

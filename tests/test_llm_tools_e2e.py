@@ -11,11 +11,9 @@ import json
 import pytest
 import pytest_asyncio
 
-from agent.caller.call import place_call, running_server
-from agent.caller.loopback import serve_app
-from agent.config import load_config
-from agent.runtime import Runtime
+from agent.caller.call import place_call
 from tests.fakes.tool_calling_llm import ToolCallingLLM
+from tests.servers import brisk_with_llm
 from tests.speech import synthesize_speech
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -27,16 +25,9 @@ ANSWER = "Your helmet is on its way and should arrive by the third of December."
 async def served():
     llm = ToolCallingLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _messages: ANSWER,
                          tool_name="lookup_order", arguments='{"order_number": "4572"}')
-    async with serve_app(llm.app()) as llm_url:
-        # The intents would route this question themselves: the LLM's own call is under test.
-        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", fast_path=False)
-        runtime = Runtime(config)
-        await runtime.start()
-        try:
-            async with running_server(config, runtime) as (base_url, app):
-                yield base_url, app, llm
-        finally:
-            await runtime.stop()
+    # The intents would route this question themselves: the LLM's own call is under test.
+    async with brisk_with_llm(llm.app(), fast_path=False) as (base_url, app):
+        yield base_url, app, llm
 
 
 async def test_an_llm_that_calls_tools_looks_up_the_order_and_says_the_result(served):

@@ -8,15 +8,14 @@ llama-server, hibari. Twilio's REST API is ``tests/fakes/twilio_rest.py`` on loo
 
 import asyncio
 import time
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-import shutil
-
+import numpy as np
 import pytest
 import pytest_asyncio
-from playwright.async_api import async_playwright
 
+from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
@@ -27,7 +26,7 @@ from tests.fakes.slow_store import SlowStore
 from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.fakes.twilio_rest import TwilioRestStandIn
 from tests.speech import synthesize_speech
-from tests.test_browser_e2e import CHROMIUM_FLAGS
+from tests.browser import needs_chromium, page_with_mic
 from tests.test_twilio import phone_server, sign, speech_8k, stream_of, wait_until, wait_until_quiet
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.e2e]
@@ -119,6 +118,7 @@ async def test_asked_for_the_number_the_caller_keys_it_and_it_is_looked_up(agent
         keyed_at = time.monotonic()
         await client.press("1234#")
         await wait_until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=20)
+        await wait_until(lambda: client.first_audible_after(keyed_at) is not None, timeout=15)
         await wait_until_quiet(client)
         await client.hang_up()
 
@@ -251,31 +251,20 @@ async def test_the_bot_greets_first_then_asks_once_if_the_caller_is_there_then_h
     assert call.context.get_messages()[0]["content"] == business.greeting
 
 
-@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium is not installed (.ci/run installs it)")
+@needs_chromium
 async def test_in_the_browser_the_page_shows_a_person_is_being_connected(agent, tmp_path, artifacts_dir):
     clip = synthesize_speech("Can I talk to a person, please?", tmp_path / "person.wav", lead_silence=1.5, tail_silence=10.0)
     async with running_server(agent.config, agent) as (base_url, app):
         calls = []
         app.state.calls.listeners.append(lambda _pc_id, call: calls.append(call))
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path="/usr/bin/chromium", headless=True,
-                args=[*CHROMIUM_FLAGS, f"--use-file-for-fake-audio-capture={clip.path}%noloop"],
-            )
-            try:
-                page = browser.pages[0] if browser.pages else await browser.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                await page.goto(base_url.replace("127.0.0.1", "localhost") + "/")
-                await page.click("#call")
-                await page.wait_for_function("window.brisk.handover !== ''", timeout=60_000)
-                # The bot says so, then its side of the call ends and the page says why.
-                await page.wait_for_function("window.brisk.state === 'idle'", timeout=30_000)
-                status = await page.inner_text("#status")
-                transcript = await page.inner_text("#transcript")
-                await page.screenshot(path=str(artifacts_dir / "browser-handover.png"), full_page=True)
-            finally:
-                await browser.close()
+        async with page_with_mic(tmp_path, clip.path, base_url) as (page, errors):
+            await page.click("#call")
+            await page.wait_for_function("window.brisk.handover !== ''", timeout=60_000)
+            # The bot says so, then its side of the call ends and the page says why.
+            await page.wait_for_function("window.brisk.state === 'idle'", timeout=30_000)
+            status = await page.inner_text("#status")
+            transcript = await page.inner_text("#transcript")
+            await page.screenshot(path=str(artifacts_dir / "browser-handover.png"), full_page=True)
 
     assert not errors, errors
     assert "handed over to a person" in status
@@ -283,3 +272,30 @@ async def test_in_the_browser_the_page_shows_a_person_is_being_connected(agent, 
     assert agent.config.business_definition.transfer_text in transcript
     [call] = calls
     assert call.control.outcome == "transferred" and call.control.transport == "webrtc"
+
+
+async def test_over_webrtc_goodbye_and_silence_end_the_call_from_the_bots_side(agent, tmp_path):
+    bye = synthesize_speech("Okay, thank you, goodbye.", tmp_path / "bye.wav", tail_silence=0.5)
+    ended = {}
+    for name, samples, settings in (
+        ("end_call", bye.samples, {}),
+        # Silence is counted from the bot's last words: here, its greeting.
+        ("idle", np.zeros(16000, dtype=np.int16), {"greet_first": True, "user_idle_secs": 2.0, "user_idle_hangup_secs": 2.0}),
+    ):
+        served = with_settings(agent, **settings)
+        async with running_server(served.config, served) as (base_url, app):
+            caller = WebRTCCaller(base_url)
+            await caller.connect(WavMicrophone(samples, 16000))
+            call, task = app.state.calls.calls[caller.pc_id], app.state.calls.tasks[caller.pc_id]
+            # The server ends the call by itself; the caller never hangs up.
+            await asyncio.wait_for(task, 40)
+            await wait_until(lambda: caller.pc.connectionState in ("closed", "failed", "disconnected")
+                             or caller.channel.readyState == "closed", timeout=10)
+            ended[name] = (call.control.ended_by, caller.messages_of("server-message"))
+            await caller.close()
+
+    assert ended["end_call"][0] == "end_call" and ended["idle"][0] == "idle"
+    # The page is told why, so it can say so.
+    for name, (_, messages) in ended.items():
+        assert {"type": "call-ending", "by": name} in [
+            {k: m["data"][k] for k in ("type", "by")} for m in messages if m["data"].get("type") == "call-ending"]

@@ -1,0 +1,22 @@
+"""A real Brisk server for a test module, on the embedded ASR and voice and an LLM server of the test's."""
+
+from contextlib import asynccontextmanager
+
+from agent.caller.call import running_server
+from agent.caller.loopback import serve_app
+from agent.config import load_config
+from agent.runtime import Runtime
+
+
+@asynccontextmanager
+async def brisk_with_llm(llm_app, **settings):
+    """Serve ``llm_app`` (an OpenAI-compatible stand-in) and a Brisk server that uses it; yields (base_url, app)."""
+    async with serve_app(llm_app) as llm_url:
+        config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", **settings)
+        runtime = Runtime(config)
+        await runtime.start()
+        try:
+            async with running_server(config, runtime) as served:
+                yield served
+        finally:
+            await runtime.stop()
