@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from uuid import uuid4
+
 from loguru import logger
 
 Outcome = Literal["completed", "transferred", "abandoned"]
@@ -24,7 +26,7 @@ class CallControl:
     transport = "unknown"
 
     def __init__(self, call_id: str = ""):
-        self.call_id = call_id
+        self.call_id = call_id or f"call-{uuid4().hex[:12]}"
         self.worker = None  # the call's PipelineWorker, set once it is built
         self.outcome: Outcome | None = None  # set when the bot ended or handed over the call
         self.ended_by: str | None = None  # "end_call", "idle", "transfer"

@@ -4,7 +4,8 @@ Every transport (WebRTC, Twilio, LiveKit) runs its calls through ``run_call``: t
 worker runs under a ``WorkerRunner`` until the caller leaves, the call is ended, its caller
 has sent no audio for the idle timeout (pipecat's worker idle machinery, set up in
 agent/pipeline.py), or it reaches the maximum call duration; then the admission ticket is
-released, so no line stays taken by a call that is over.
+released, so no line stays taken by a call that is over. The call's record (agent/records/) is
+opened before it runs and closed with its status after.
 """
 
 from __future__ import annotations
@@ -30,14 +31,21 @@ async def run_call(call: Call, *, label: str, ticket: Ticket | None, max_duratio
             ending.append(loop.create_task(call.worker.cancel(reason="maximum call duration")))
 
         limit = loop.call_later(max_duration_s, over_time)
+    recorder = call.recorder
+    if recorder is not None:
+        await recorder.open()
+    failed = False
     try:
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(call.worker)
         await runner.run()
     except Exception:
+        failed = True
         logger.exception(f"{label} failed")
     finally:
         if limit is not None:
             limit.cancel()
+        if recorder is not None:
+            await recorder.close(failed=failed)
         if ticket is not None:
             ticket.release()

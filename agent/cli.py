@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 
 from loguru import logger
 
@@ -105,6 +106,8 @@ def cmd_livekit_worker(args) -> int:
 
 def cmd_bench(args) -> int:
     _scripted_caller_defaults()
+    # A bench's calls are not the business's: their records go to a directory of the run's own.
+    os.environ.setdefault("BRISK_DATA_DIR", tempfile.mkdtemp(prefix="brisk-bench-data-"))
     from agent.bench.ab import main as bench_main
 
     return bench_main(args.bench_args)

@@ -264,6 +264,12 @@ class BriskConfig(BaseSettings):
     data_dir: Path = Field(
         Path.home() / ".local" / "share" / "brisk", description="Where Brisk keeps its data (the demo orders and bookings)."
     )
+    database_url: str | None = Field(
+        None, description="Where call records are kept (SQLAlchemy URL, e.g. postgresql+asyncpg://...); unset = SQLite in data_dir."
+    )
+    operator_key: str | None = Field(
+        None, description="Bearer key for the call records API (/api/calls); unset = only clients on this machine may read them."
+    )
     transfer_number: str | None = Field(
         None, description="Number a phone caller is put through to with <Dial> (E.164: +15550100); unset = no phone transfer."
     )

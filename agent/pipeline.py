@@ -14,9 +14,10 @@ a stock pipecat pipeline on the same models — the baseline every benchmark com
 gets its ``CallTools`` (the tools' state, pipecat's ``app_resources``), a ``FlowManager`` for
 the booking flow, and the quiet-caller prompts (agent/conversation.py).
 
-Transports: ``webrtc_transport`` (browsers, pipecat's SmallWebRTC), ``phone_transport`` (Twilio
-Media Streams over pipecat's FastAPI WebSocket, 8 kHz both ways) and ``livekit_transport``
-(pipecat's ``LiveKitTransport`` in one room); the server and the LiveKit worker pick one per call.
+Transports are made next to their routes (agent/transports/): ``webrtc_transport`` (browsers,
+pipecat's SmallWebRTC), ``phone_transport`` (Twilio Media Streams over pipecat's FastAPI
+WebSocket, 8 kHz both ways) and ``livekit_transport`` (pipecat's ``LiveKitTransport`` in one room; here, as the LiveKit
+module is near its length limit).
 
 Brisk's flavor adds barge-in (processors/barge_in.py): its user turn start strategy decides when
 speech over the bot interrupts it, a tagger right after the LLM numbers bot turns, a gate before
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from fastapi import WebSocket
 from loguru import logger
 from openai import AsyncOpenAI
 from pipecat.audio.vad.silero import SileroVADAnalyzer
@@ -49,12 +49,8 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.serializers.base_serializer import FrameSerializer
-from pipecat.transports.base_transport import BaseTransport, TransportParams
+from pipecat.transports.base_transport import BaseTransport
 from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
-from pipecat.transports.smallwebrtc.connection import SmallWebRTCConnection
-from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
-from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
@@ -63,6 +59,7 @@ from agent.business.intents import IntentMatcher
 from agent.call_control import CallControl
 from agent.config import BriskConfig
 from agent.conversation import IdleCaller, greeting_frames
+from agent.records.recorder import CallRecorder
 from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from agent.tools.router import ToolRouter
@@ -94,38 +91,6 @@ INPUT_SAMPLE_RATE = 16000
 TWILIO_SAMPLE_RATE = 8000
 
 
-def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
-    """A browser's (or aiortc caller's) WebRTC peer connection."""
-    return SmallWebRTCTransport(
-        webrtc_connection=connection,
-        params=TransportParams(
-            audio_in_enabled=True,
-            audio_in_sample_rate=INPUT_SAMPLE_RATE,
-            audio_out_enabled=True,
-            audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
-            # On an interruption the chunk being written still plays out: 20 ms chunks instead of
-            # pipecat's 40 halve that tail (decision -> last audio out P95 88 -> 20 ms here).
-            audio_out_10ms_chunks=2,
-        ),
-    )
-
-
-def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
-    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/transports/twilio.py's serializer)."""
-    return FastAPIWebsocketTransport(
-        websocket=websocket,
-        params=FastAPIWebsocketParams(
-            audio_in_enabled=True,
-            audio_in_sample_rate=TWILIO_SAMPLE_RATE,
-            audio_out_enabled=True,
-            audio_out_sample_rate=TWILIO_SAMPLE_RATE,
-            serializer=serializer,
-            # Twilio sends no Origin; the stream is authenticated by its token instead.
-            allowed_origins=[],
-        ),
-    )
-
-
 def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
     """Brisk as a participant of one LiveKit room (agent/transports/livekit.py's worker mints the token)."""
     return LiveKitTransport(
@@ -155,6 +120,7 @@ class Resources:
     whisper_scheduler: object | None = None  # processors.whisper_scheduler.WhisperScheduler, shared by every call
     hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
     store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
+    records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     extra: dict = field(default_factory=dict)
 
 
@@ -175,6 +141,7 @@ class Call:
     tools: CallTools | None = None  # brisk: the tool handlers' state (calls made, the booking)
     filler: ToolFiller | None = None  # brisk: fillers said on slow tool turns
     idle: IdleCaller | None = None  # the quiet-caller prompts
+    recorder: CallRecorder | None = None  # writes the call's record (agent/call_runner.py runs it)
 
     def greet(self) -> None:
         """Say the business's greeting now (a transport calls it once its caller is connected)."""
@@ -502,7 +469,7 @@ def build_call(
         flow_manager = FlowManager(worker=worker, llm=llm, context_aggregator=aggregators, transport=transport)
         tools.booking = RentalBooking(flow_manager, business.flows["rental_booking"], tools)
     logger.info(f"assembled a {flavor} pipeline: tts={config.tts_engine}, llm={resources.llm_model}")
-    return Call(
+    built = Call(
         worker=worker,
         latency=latency,
         context=context,
@@ -517,3 +484,6 @@ def build_call(
         filler=filler,
         idle=idle,
     )
+    if resources.records is not None:
+        built.recorder = CallRecorder(resources.records, built)
+    return built

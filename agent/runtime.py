@@ -75,8 +75,14 @@ class Runtime:
 
         from agent.tools.store import ShopStore
 
+        from agent.records.store import CallRecords
+
         store = ShopStore.in_dir(config.data_dir)
         await store.start()
+        records = CallRecords.for_config(config.database_url, config.data_dir)
+        failed = await records.start()
+        if failed:
+            logger.warning(f"{failed} call(s) were cut off by the last stop; their records say failed")
         self.resources = Resources(
             config=config,
             whisper_model_path=whisper_path,
@@ -91,6 +97,7 @@ class Runtime:
             ),
             llm_model=model,
             store=store,
+            records=records,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
 
@@ -116,6 +123,8 @@ class Runtime:
             await self.resources.llm_client.close()
             if self.resources.store is not None:
                 await self.resources.store.close()
+            if self.resources.records is not None:
+                await self.resources.records.close()
 
     def health(self) -> tuple[bool, dict]:
         """(ready, per-component status) for GET /healthz."""

@@ -22,6 +22,7 @@ from agent.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import Flavor
+from agent.records.api import records_router
 from agent.runtime import Runtime
 from agent.transports.livekit import token_router
 from agent.transports.twilio import TwilioPhone
@@ -105,6 +106,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
             agent_name=config.livekit_agent_name,
         )
     )
+    app.include_router(records_router(runtime, config.operator_key))
     # Last: a mount at "/" answers every path, so routes must come before it.
     app.mount("/", StaticFiles(directory=web_dir(), html=True), name="web")
     return app

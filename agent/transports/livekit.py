@@ -367,6 +367,7 @@ async def run_room(
     """One Brisk pipeline in ``job``'s room, until the last caller leaves or the task is cancelled."""
     transport = livekit_transport(job.url, job.token, job.room)
     control = CallControl(job.room)
+    control.transport = "livekit"
     call = build_call(resources, transport, flavor=flavor, control=control)
     control.worker = call.worker
     for listener in listeners:

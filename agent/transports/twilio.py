@@ -38,12 +38,14 @@ from fastapi.responses import Response
 from loguru import logger
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
+from pipecat.serializers.base_serializer import FrameSerializer
+from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import VoiceResponse
 
 from agent.admission import CallAdmission, Ticket
 from agent.call_runner import run_call
-from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call, phone_transport
+from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
 from agent.runtime import Runtime
 from agent.transports.twilio_transfer import PhoneCallControl
 
@@ -55,6 +57,22 @@ START_TIMEOUT_S = 10.0
 CLOSE_POLICY, CLOSE_UNSUPPORTED, CLOSE_TRY_LATER = 1008, 1003, 1013
 
 CallListener = Callable[[str, Call], None]
+
+
+def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
+    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/transports/twilio.py's serializer)."""
+    return FastAPIWebsocketTransport(
+        websocket=websocket,
+        params=FastAPIWebsocketParams(
+            audio_in_enabled=True,
+            audio_in_sample_rate=TWILIO_SAMPLE_RATE,
+            audio_out_enabled=True,
+            audio_out_sample_rate=TWILIO_SAMPLE_RATE,
+            serializer=serializer,
+            # Twilio sends no Origin; the stream is authenticated by its token instead.
+            allowed_origins=[],
+        ),
+    )
 
 
 # -- signatures ----------------------------------------------------------------------------

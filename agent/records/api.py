@@ -1,0 +1,64 @@
+"""The call records over HTTP, for the business's operators.
+
+    GET /api/calls?limit=N&cursor=C   {"calls": [{"id", "status", "transport", "started_at",
+                                       "ended_at", "ended_by", "turn_count", ...}], "next": cursor}
+    GET /api/calls/{id}               the call with "turns": [{"user_text", "bot_text",
+                                       "interrupted", "latency_ms", "tool_calls", ...}]
+
+Both need ``Authorization: Bearer <BRISK_OPERATOR_KEY>``. With no key configured only clients on
+this machine (loopback) are answered: records hold what callers said.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+
+
+def operator_only(operator_key: str | None):
+    """A FastAPI dependency: 401 unless the request carries the operator key (or, with none set, is local)."""
+
+    async def check(request: Request) -> None:
+        if operator_key is None:
+            host = request.client.host if request.client else ""
+            try:
+                if ipaddress.ip_address(host).is_loopback:
+                    return
+            except ValueError:
+                pass
+            raise HTTPException(401, "call records are only served to this machine unless BRISK_OPERATOR_KEY is set")
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), operator_key.encode()):
+            raise HTTPException(401, "send the operator key: Authorization: Bearer <BRISK_OPERATOR_KEY>",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    return check
+
+
+def records_router(runtime, operator_key: str | None) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(operator_only(operator_key))])
+
+    def records():
+        resources = runtime.resources
+        if resources is None or resources.records is None:
+            raise HTTPException(503, "Brisk is still starting")
+        return resources.records
+
+    @router.get("/api/calls")
+    async def list_calls(limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=512)):
+        try:
+            calls, next_cursor = await records().calls(limit=limit, cursor=cursor)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from None
+        return {"calls": calls, "next": next_cursor}
+
+    @router.get("/api/calls/{call_id}")
+    async def get_call(call_id: str):
+        call = await records().call(call_id)
+        if call is None:
+            raise HTTPException(404, f"no call {call_id!r}")
+        return call
+
+    return router

@@ -1,0 +1,48 @@
+"""The call records' tables: one row per call, one per completed turn (SQLAlchemy 2 models).
+
+The schema is made and changed by Alembic (``migrations/``), never by ``create_all``, so a
+database many machines share (``BRISK_DATABASE_URL``) moves forward one migration at a time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# A call's status, as the API reports it.
+STATUSES = ("in_progress", "completed", "transferred", "abandoned", "busy", "failed")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class CallRow(Base):
+    __tablename__ = "calls"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    transport: Mapped[str] = mapped_column(String(16))
+    caller: Mapped[str] = mapped_column(String(64), default="")  # masked unless configured otherwise
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    ended_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    turn_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id", ondelete="CASCADE"), index=True)
+    n: Mapped[int] = mapped_column(Integer)
+    user_text: Mapped[str] = mapped_column(Text, default="")
+    bot_text: Mapped[str] = mapped_column(Text, default="")  # as heard: cut where it was interrupted
+    interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
+    speculative: Mapped[bool] = mapped_column(Boolean, default=False)
+    fast_path: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    tool_calls: Mapped[list] = mapped_column(JSON, default=list)
+    latency_ms: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
