@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
 
@@ -107,6 +107,11 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         )
     )
     app.include_router(records_router(runtime, config.operator_key))
+
+    @app.get("/calls", include_in_schema=False)
+    async def calls_page():
+        # The page is static; the records it shows are behind the operator key (/api/calls).
+        return FileResponse(str(web_dir() / "calls.html"))
     # Last: a mount at "/" answers every path, so routes must come before it.
     app.mount("/", StaticFiles(directory=web_dir(), html=True), name="web")
     return app

@@ -87,11 +87,12 @@ async def test_the_api_refuses_requests_without_the_operator_key(tmp_path):
 
 
 @pytest.mark.e2e
-async def test_two_calls_at_once_are_recorded_with_their_turns_and_read_back_through_the_api():
+async def test_two_calls_at_once_are_recorded_with_their_turns_and_read_back_through_the_api(tmp_path):
     llm = ScriptedLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _m: "We rent bikes by the day.")
     bikes = synthesize_speech("Do you rent electric bikes?", tail_silence=1.0)
     trails = synthesize_speech("Which trails do you recommend near Portsmouth?", voice="en-gb", tail_silence=1.0)
-    async with brisk_with_llm(llm.app(), max_calls=2, operator_key="ops-key") as (base_url, app):
+    # A database of this test's own: the session's holds every other test's calls.
+    async with brisk_with_llm(llm.app(), max_calls=2, operator_key="ops-key", data_dir=tmp_path) as (base_url, app):
         results = await asyncio.gather(place_call(base_url, app, bikes.samples, bikes.sample_rate),
                                        place_call(base_url, app, trails.samples, trails.sample_rate))
         await asyncio.sleep(0.5)

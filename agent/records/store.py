@@ -104,8 +104,15 @@ class CallRecords:
             query = query.where((CallRow.started_at < started) | ((CallRow.started_at == started) & (CallRow.id < last_id)))
         async with self._sessions() as session:
             rows = list(await session.scalars(query))
-        page, more = rows[:limit], len(rows) > limit
-        return [_call_dict(r) for r in page], (_encode(page[-1]) if more and page else None)
+            page, more = rows[:limit], len(rows) > limit
+            latencies = await session.execute(
+                select(TurnRow.call_id, TurnRow.latency_ms).where(TurnRow.call_id.in_([r.id for r in page])))
+        v2v: dict[str, list[float]] = {}
+        for call_id, stages in latencies:
+            if (stages or {}).get("first_audio_out") is not None:
+                v2v.setdefault(call_id, []).append(float(stages["first_audio_out"]))
+        calls = [{**_call_dict(r), "v2v_p50_ms": _median(v2v.get(r.id))} for r in page]
+        return calls, (_encode(page[-1]) if more and page else None)
 
     async def call(self, call_id: str) -> dict | None:
         async with self._sessions() as session:
@@ -114,6 +121,14 @@ class CallRecords:
                 return None
             turns = await session.scalars(select(TurnRow).where(TurnRow.call_id == call_id).order_by(TurnRow.id))
             return {**_call_dict(row), "turns": [_turn_dict(t) for t in turns]}
+
+
+def _median(values: list[float] | None) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _call_dict(row: CallRow) -> dict:
