@@ -20,6 +20,20 @@ from loguru import logger
 Outcome = Literal["completed", "transferred", "abandoned"]
 
 
+def mask_number(number: str) -> str:
+    """A phone number with all but its last four digits hidden ("+15550100123" -> "+*******0123"):
+    what records and logs keep of a caller."""
+    digits = sum(ch.isdigit() for ch in number)
+    seen, masked = 0, []
+    for ch in number:
+        if ch.isdigit():
+            seen += 1
+            masked.append(ch if seen > digits - 4 else "*")
+        else:
+            masked.append(ch)
+    return "".join(masked)
+
+
 class CallControl:
     """The call's own controls; see the module docstring."""
 
@@ -28,6 +42,7 @@ class CallControl:
     def __init__(self, call_id: str = ""):
         self.call_id = call_id or f"call-{uuid4().hex[:12]}"
         self.worker = None  # the call's PipelineWorker, set once it is built
+        self.caller = ""  # who called, masked (mask_number), when the transport knows
         self.outcome: Outcome | None = None  # set when the bot ended or handed over the call
         self.ended_by: str | None = None  # "end_call", "idle", "transfer"
 

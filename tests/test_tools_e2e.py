@@ -106,6 +106,10 @@ async def test_a_spoken_order_number_is_looked_up_and_read_back(agent, tmp_path)
     # Its turn's record says the tool answered it, with no LLM request.
     [record] = [t for t in call.latency.turns if t["fast_path"] == "lookup_order" and "4 5 7 2" in t["bot_text"]]
     assert record["stages_ms"]["llm_request"] is None and record["stages_ms"]["first_audio_out"] is not None
+    # The call's record keeps the turn, the tool call, and the caller's number masked.
+    kept = await agent.resources.records.call("CA1001")
+    assert kept["transport"] == "twilio" and kept["caller"] == "+****0123" and kept["status"] == "completed"
+    assert any(c["name"] == "lookup_order" and c["result"].get("found") for t in kept["turns"] for c in t["tool_calls"])
 
 
 async def test_asked_for_the_number_the_caller_keys_it_and_it_is_looked_up(agent, tmp_path):

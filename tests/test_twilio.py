@@ -277,9 +277,12 @@ async def test_a_caller_beyond_the_limit_hears_that_the_lines_are_busy_and_the_c
     admission = CallAdmission(1)
     browser_call = admission.admit("webrtc", "pc-1")
     async with phone_server(phone_runtime, admission=admission, busy_text="All lines are busy.") as server:
-        response = await server.incoming_call({"CallSid": "CA1"})
+        response = await server.incoming_call({"CallSid": "CA1", "From": "+15550100123"})
         root = ElementTree.fromstring(response.text)
         assert [(e.tag, e.text) for e in root] == [("Say", "All lines are busy."), ("Hangup", None)]
+        # The call is kept as one turned away, its caller's number masked.
+        busy = await phone_runtime.resources.records.call("CA1")
+        assert (busy["status"], busy["caller"], busy["turn_count"]) == ("busy", "+*******0123", 0)
 
         browser_call.release()
         response = await server.incoming_call({"CallSid": "CA2"})

@@ -30,7 +30,8 @@ class CallRecorder:
 
     async def open(self) -> None:
         try:
-            await self.records.open_call(self.call_id, transport=self.call.control.transport)
+            await self.records.open_call(self.call_id, transport=self.call.control.transport,
+                                         caller=self.call.control.caller)
             self._opened = True
         except Exception:  # the call goes on without its record, and the log says why
             logger.exception(f"call {self.call_id}: its record could not be opened")

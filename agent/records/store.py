@@ -79,6 +79,13 @@ class CallRecords:
             session.add(CallRow(id=call_id, transport=transport, caller=caller, status="in_progress",
                                 started_at=_now(), turn_count=0))
 
+    async def add_busy(self, call_id: str, *, transport: str, caller: str = "") -> None:
+        """A call turned away because every line was taken: a record of it, ended at once."""
+        now = _now()
+        async with self._sessions() as session, session.begin():
+            session.add(CallRow(id=call_id, transport=transport, caller=caller, status="busy", started_at=now,
+                                ended_at=now, ended_by="busy", turn_count=0))
+
     async def add_turn(self, call_id: str, turn: dict) -> None:
         """One completed turn (``turn``: the latency record's fields, plus ``tool_calls``)."""
         async with self._sessions() as session, session.begin():

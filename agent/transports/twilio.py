@@ -44,6 +44,7 @@ from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import VoiceResponse
 
 from agent.admission import CallAdmission, Ticket
+from agent.call_control import mask_number
 from agent.call_runner import run_call
 from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
 from agent.runtime import Runtime
@@ -260,6 +261,7 @@ class TwilioPhone:
         self.flavor = flavor
         self.calls: dict[str, PhoneCall] = {}  # streamSid -> call in progress
         self._reserved: dict[str, Ticket] = {}  # CallSid -> the line its webhook took
+        self._callers: dict[str, str] = {}  # CallSid -> its masked From, until its stream starts
         self.listeners: list[CallListener] = []  # listener(stream_sid, Call) when a call is assembled
         self._tasks: set[asyncio.Task] = set()
         self.router = APIRouter()
@@ -293,17 +295,26 @@ class TwilioPhone:
                 logger.warning(f"rejected a Twilio webhook with a bad signature for {signed_url}")
                 raise HTTPException(status_code=403, detail="invalid Twilio signature")
         call_sid = params.get("CallSid", "")
+        caller = mask_number(params.get("From", ""))
         self._reserved = {sid: t for sid, t in self._reserved.items() if not t.released}
-        ticket = None if self.runtime.resources is None else self.admission.admit("twilio", call_sid, reserve=True)
+        self._callers = {sid: c for sid, c in self._callers.items() if sid in self._reserved}
+        resources = self.runtime.resources
+        ticket = None if resources is None else self.admission.admit("twilio", call_sid, reserve=True)
         if ticket is None:
             logger.warning(f"call {call_sid}: every line is taken or Brisk is not ready; telling the caller")
+            if resources is not None and resources.records is not None and call_sid:
+                try:
+                    await resources.records.add_busy(call_sid, transport="twilio", caller=caller)
+                except Exception:  # the caller still hears why; the log says what was not kept
+                    logger.exception(f"call {call_sid}: the busy call could not be recorded")
             return Response(busy_twiml(self.busy_text), media_type="application/xml")
         self._reserved[call_sid] = ticket
+        self._callers[call_sid] = caller
         # Twilio only dials wss://; plain ws:// only when the public URL says http (a local tunnel).
         ws_scheme = "ws" if self.public_url and scheme == "http" else "wss"
         stream_url = f"{ws_scheme}://{host}{STREAM_PATH}"
         parameters = {"token": stream_token(self.auth_token, call_sid)} if self.auth_token else {}
-        logger.info(f"call {call_sid} from {params.get('From', '?')}: streaming to {stream_url}")
+        logger.info(f"call {call_sid} from {caller or '?'}: streaming to {stream_url}")
         return Response(stream_twiml(stream_url, parameters), media_type="application/xml")
 
     # -- stream ----------------------------------------------------------------------------
@@ -354,6 +365,7 @@ class TwilioPhone:
             control=control,
         )
         control.worker = call.worker
+        control.caller = self._callers.pop(start.call_sid, "")
         call.latency.add_turn_listener(phone.send_mark)
         self.calls[start.stream_sid] = phone
         for listener in self.listeners:
