@@ -141,12 +141,13 @@ class Call:
     tools: CallTools | None = None  # brisk: the tool handlers' state (calls made, the booking)
     filler: ToolFiller | None = None  # brisk: fillers said on slow tool turns
     idle: IdleCaller | None = None  # the quiet-caller prompts
+    greeting: asyncio.Task | None = None  # queueing the greeting, held so the loop keeps it
     recorder: CallRecorder | None = None  # writes the call's record (agent/call_runner.py runs it)
 
     def greet(self) -> None:
         """Say the business's greeting now (a transport calls it once its caller is connected)."""
         if self.flavor == "brisk" and self.tools is not None:
-            self._greeting_task = asyncio.get_running_loop().create_task(
+            self.greeting = asyncio.get_running_loop().create_task(
                 self.worker.queue_frames(greeting_frames(self.tools.business)))
 
 

@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import tempfile
 from contextlib import AsyncExitStack
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 
@@ -114,8 +112,6 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
     clips = [render(q.utterance) for q in questions]
     warmup = render(WARMUP)
     scripted = llm == "scripted"
-    # The booking scenario writes a rental: into a store of the run's own, not the user's.
-    data_dir = Path(tempfile.mkdtemp(prefix="brisk-bench-data-"))
     async with AsyncExitStack() as stack:
         if scripted:
             from agent.bench.scripted_llm import ScriptedLLM
@@ -123,10 +119,10 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
 
             scripted_llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0)
             llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
-            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", data_dir=data_dir)
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
         else:
             scripted_llm = None
-            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS, data_dir=data_dir)
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
         log(f"faq: starting the runtime ({llm} LLM) ...")
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event, func, select, update
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from agent.database import open_engine
 from agent.records.models import CallRow, TurnRow
 
 
@@ -43,15 +44,7 @@ class CallRecords:
 
     def __init__(self, url: str):
         self.url = url
-        self.engine = create_async_engine(url)
-        if url.startswith("sqlite"):
-            @event.listens_for(self.engine.sync_engine, "connect")
-            def _sqlite_pragmas(connection, _record):
-                cursor = connection.cursor()
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA busy_timeout=5000")
-                cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.close()
+        self.engine = open_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Date, DateTime, Integer, String, event, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy import Date, DateTime, Integer, String, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from agent.database import open_engine
 
 
 class Base(DeclarativeBase):
@@ -65,14 +67,7 @@ class ShopStore:
 
     def __init__(self, url: str):
         self.url = url
-        self.engine: AsyncEngine = create_async_engine(url)
-        if url.startswith("sqlite"):
-            @event.listens_for(self.engine.sync_engine, "connect")
-            def _sqlite_pragmas(connection, _record):
-                cursor = connection.cursor()
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA busy_timeout=5000")
-                cursor.close()
+        self.engine: AsyncEngine = open_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod
