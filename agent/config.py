@@ -9,6 +9,7 @@ speak with Cartesia instead of the embedded voice.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -262,13 +263,30 @@ class BriskConfig(BaseSettings):
     )
     dtmf_timeout_secs: float = Field(3.0, gt=0, description="Keypad digits end an entry after this pause, or at '#'.")
     data_dir: Path = Field(
-        Path.home() / ".local" / "share" / "brisk", description="Where Brisk keeps its data (the demo orders and bookings)."
+        Path.home() / ".local" / "share" / "brisk", description="Where Brisk keeps its data (the demo orders and bookings, the call records and recordings)."
     )
     database_url: str | None = Field(
         None, description="Where call records are kept (SQLAlchemy URL, e.g. postgresql+asyncpg://...); unset = SQLite in data_dir."
     )
     operator_key: str | None = Field(
         None, description="Bearer key for the call records API (/api/calls); unset = only clients on this machine may read them."
+    )
+    instance_id: str = Field(
+        default_factory=socket.gethostname,
+        description="This server's name in the call records (default: the host name); keep it stable: a restart fails only its own calls left in progress.",
+    )
+    record_audio: bool = Field(
+        False, description="Keep each call's audio (caller left, bot right, 16 kHz WAV) under data_dir/recordings; GET /api/calls/{id}/audio."
+    )
+    retention_days: float = Field(30.0, gt=0, description="Recordings of calls older than this many days are deleted (hourly).")
+    webhook_url: str | None = Field(
+        None, description="POSTed each call's record as JSON when it ends, signed and retried from an outbox; unset = no webhook."
+    )
+    webhook_secret: str | None = Field(
+        None, description="Key of the webhook's X-Brisk-Signature (HMAC-SHA256 of '<t>.<body>'); required with webhook_url."
+    )
+    webhook_retry_secs: float = Field(
+        2.0, gt=0, description="A failed webhook delivery is tried again after this long, doubling each time up to 10 minutes."
     )
     transfer_number: str | None = Field(
         None, description="Number a phone caller is put through to with <Dial> (E.164: +15550100); unset = no phone transfer."
@@ -317,6 +335,8 @@ class BriskConfig(BaseSettings):
             raise ValueError(
                 "llm_api_key/llm_model only apply to an external LLM: set BRISK_LLM_BASE_URL as well"
             )
+        if self.webhook_url and not self.webhook_secret:
+            raise ValueError("webhook_url needs BRISK_WEBHOOK_SECRET too: receivers check each delivery's signature with it")
         if self.tts == "cartesia" and not self.cartesia_api_key:
             raise ValueError("tts=cartesia needs BRISK_CARTESIA_API_KEY")
         if self.livekit_url and not (self.livekit_api_key and self.livekit_api_secret):

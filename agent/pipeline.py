@@ -60,6 +60,7 @@ from agent.call_control import CallControl
 from agent.config import BriskConfig
 from agent.conversation import IdleCaller, greeting_frames
 from agent.records.recorder import CallRecorder
+from agent.records.recording import CallAudio, recording_path
 from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from agent.tools.router import ToolRouter
@@ -403,6 +404,8 @@ def build_call(
     facts = make_facts(config, flavor)
     fast_path = make_fast_path(config, facts, speculative_audio, tools)
     grounding = make_grounding(config, facts)
+    audio = (CallAudio(recording_path(config.data_dir / "recordings", control.call_id))
+             if config.record_audio and resources.records is not None else None)
     if barge_in:
         # While the bot speaks, only speech that passes the barge-in policy starts a turn.
         turn_strategies.start = [barge_in.start_strategy()]
@@ -442,6 +445,7 @@ def build_call(
         *([barge_in.gate()] if barge_in else []),
         transport.output(),
         *([barge_in.playback(aggregators.assistant())] if barge_in else []),
+        *([audio.processor] if audio else []),  # the caller's audio and the bot's as it went out
         aggregators.assistant(),
     ]
     pipeline = Pipeline(processors)
@@ -486,5 +490,5 @@ def build_call(
         idle=idle,
     )
     if resources.records is not None:
-        built.recorder = CallRecorder(resources.records, built)
+        built.recorder = CallRecorder(resources.records, built, audio)
     return built

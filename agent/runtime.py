@@ -26,6 +26,8 @@ class Runtime:
         self.config = config
         self.resources: Resources | None = None
         self.llm_server: LocalLLMServer | None = None
+        self.webhook = None  # agent.records.webhook.WebhookSender, with BRISK_WEBHOOK_URL
+        self.retention = None  # agent.records.retention.RecordingRetention
         self._components: dict[str, dict] = {
             "models": {"ready": False},
             "asr": {"ready": False, "model": config.whisper_model},
@@ -79,10 +81,12 @@ class Runtime:
 
         store = ShopStore.in_dir(config.data_dir)
         await store.start()
-        records = CallRecords.for_config(config.database_url, config.data_dir)
+        records = CallRecords.for_config(config.database_url, config.data_dir, instance=config.instance_id,
+                                         webhook=bool(config.webhook_url))
         failed = await records.start()
         if failed:
             logger.warning(f"{failed} call(s) were cut off by the last stop; their records say failed")
+        self._start_record_keepers(records)
         self.resources = Resources(
             config=config,
             whisper_model_path=whisper_path,
@@ -100,6 +104,19 @@ class Runtime:
             records=records,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
+
+    def _start_record_keepers(self, records) -> None:
+        """The webhook sender and the recordings' retention sweep, each in its own task."""
+        from agent.records.retention import RecordingRetention
+        from agent.records.webhook import WebhookSender
+
+        config = self.config
+        if config.webhook_url:
+            self.webhook = WebhookSender(records, config.webhook_url, config.webhook_secret,
+                                         retry_s=config.webhook_retry_secs)
+            self.webhook.start()
+        self.retention = RecordingRetention(records, config.retention_days)
+        self.retention.start()
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine
@@ -123,6 +140,9 @@ class Runtime:
             await self.resources.llm_client.close()
             if self.resources.store is not None:
                 await self.resources.store.close()
+            for keeper in (self.webhook, self.retention):
+                if keeper is not None:
+                    await keeper.stop()
             if self.resources.records is not None:
                 await self.resources.records.close()
 

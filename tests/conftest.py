@@ -14,6 +14,7 @@ import pytest_asyncio
 from agent.caller.call import running_server
 from agent.config import load_config
 from agent.runtime import Runtime
+from tests.postgres import PG_BIN, Cluster
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
@@ -51,3 +52,21 @@ async def server(e2e_config, runtime):
     """(base_url, app) of a real Brisk server on a free loopback port."""
     async with running_server(e2e_config, runtime) as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL cluster of the session's own (tests/postgres.py)."""
+    if PG_BIN is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql; .ci/run installs it)")
+    cluster = Cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest_asyncio.fixture(params=["sqlite", "postgresql"])
+async def records_url(request, tmp_path):
+    """A fresh, empty database for the call records: SQLite (the default) and PostgreSQL (many servers)."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'calls.db'}"
+    return await request.getfixturevalue("postgres").new_database()

@@ -9,7 +9,9 @@ mid-answer, then talks over it, keeping the send time of every frame.
 import asyncio
 import json
 import time
+from urllib.parse import quote
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -152,6 +154,23 @@ async def test_talking_over_a_long_answer_stops_the_bot_at_once_and_none_of_it_c
     }
     (artifacts_dir / "barge_in_e2e.json").write_text(json.dumps(measured, indent=2) + "\n")
     print(f"\nbarge-in over WebRTC: {measured}")
+
+    # The call's record keeps the cut answer as the caller heard it, not as it was written.
+    record = await closed_record(served, caller.pc_id)
+    cut_turns = [t for t in record["turns"] if t["interrupted"] and t["bot_text"]]
+    assert [t["bot_text"] for t in cut_turns] == [cut.spoken_text]
+    assert any("cheaper" in t["user_text"].lower() and not t["interrupted"] for t in record["turns"])
+
+
+async def closed_record(served: Served, call_id: str) -> dict:
+    """The call's record (GET /api/calls/{id}, from this machine) once the call is closed."""
+    async with httpx.AsyncClient(base_url=served.base_url) as http:
+        deadline = time.monotonic() + 15
+        while True:
+            record = (await http.get(f"/api/calls/{quote(call_id, safe='')}")).json()
+            if record.get("status") not in (None, "in_progress") or time.monotonic() > deadline:
+                return record
+            await asyncio.sleep(0.1)
 
 
 async def test_a_backchannel_over_the_answer_lets_the_bot_finish_and_is_reported_as_one(served):

@@ -4,12 +4,26 @@ Chromium is Debian's (/usr/bin/chromium, installed by .ci/run), driven by playwr
 `playwright install`. The screenshot is kept in artifacts/ as the test's evidence.
 """
 
+import asyncio
+from urllib.parse import quote
+
+import httpx
 import pytest
 
 from tests.browser import needs_chromium, page_with_mic
 from tests.speech import synthesize_speech
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"), needs_chromium]
+
+
+async def closed_record(base_url: str, call_id: str) -> dict:
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for _ in range(100):
+            record = (await http.get(f"/api/calls/{quote(call_id, safe='')}")).json()
+            if record.get("status") != "in_progress":
+                break
+            await asyncio.sleep(0.1)
+    return record
 
 
 async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart(server, tmp_path, artifacts_dir):
@@ -45,3 +59,8 @@ async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart
     # The page asks for echo cancellation: the bot's own voice must never interrupt it.
     [call] = calls
     assert call.barge_in.interruptions == []
+    # The call is on the records page's API, with its turn and waterfall.
+    record = await closed_record(base_url, call.control.call_id)
+    assert record["transport"] == "webrtc" and record["status"] == "completed"
+    assert "saturday" in record["turns"][0]["user_text"].lower() and record["turns"][0]["bot_text"]
+    assert record["turns"][0]["latency_ms"]["first_audio_out"] is not None

@@ -1,5 +1,6 @@
 """`python -m agent call IN.wav --out OUT.wav --json`: the real command, in its own process."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -8,9 +9,20 @@ import wave
 
 import pytest
 
+from agent.records.store import CallRecords
 from tests.speech import normalize_text, synthesize_speech
 
 pytestmark = pytest.mark.e2e
+
+
+async def calls_kept(data_dir):
+    records = CallRecords.for_config(None, data_dir)
+    await records.start()
+    try:
+        calls, _ = await records.calls()
+        return calls
+    finally:
+        await records.close()
 
 
 def test_agent_call_prints_one_json_object_with_turns_latencies_and_processors(tmp_path):
@@ -26,10 +38,13 @@ def test_agent_call_prints_one_json_object_with_turns_latencies_and_processors(t
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "BRISK_STT_VOCABULARY": "false"},
+        env={**os.environ, "BRISK_STT_VOCABULARY": "false", "BRISK_DATA_DIR": str(tmp_path / "data")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
+    # The call is kept in the records, as every call is.
+    [kept] = asyncio.run(calls_kept(tmp_path / "data"))
+    assert kept["status"] == "completed" and kept["turn_count"] == 1
 
     [turn] = result["turns"]
     assert normalize_text(turn["user_text"]) == normalize_text(question)

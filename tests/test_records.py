@@ -20,15 +20,15 @@ def turn(n, text="What time do you open?"):
             "fast_path": None, "stages_ms": {"first_audio_out": 700.0 + n}, "tool_calls": []}
 
 
-async def test_a_call_keeps_every_completed_turn_and_a_crash_leaves_it_failed(tmp_path):
-    records = CallRecords.for_config(None, tmp_path)
+async def test_a_call_keeps_every_completed_turn_and_a_crash_leaves_it_failed(records_url):
+    records = CallRecords(records_url)
     assert await records.start() == 0
     await records.open_call("CA1", transport="twilio")
     for n in (1, 2):
         await records.add_turn("CA1", turn(n))
     await records.close()  # as a kill -9 would: the call never closed
 
-    again = CallRecords.for_config(None, tmp_path)
+    again = CallRecords(records_url)
     assert await again.start() == 1
     call = await again.call("CA1")
     await again.close()
@@ -37,8 +37,8 @@ async def test_a_call_keeps_every_completed_turn_and_a_crash_leaves_it_failed(tm
     assert call["turns"][1]["interrupted"] and call["turns"][0]["latency_ms"] == {"first_audio_out": 701.0}
 
 
-async def test_three_calls_write_at_once_with_no_lock_errors_and_page_newest_first(tmp_path):
-    records = CallRecords.for_config(None, tmp_path)
+async def test_three_calls_write_at_once_with_no_lock_errors_and_page_newest_first(records_url):
+    records = CallRecords(records_url)
     await records.start()
 
     async def one_call(i):
@@ -55,11 +55,11 @@ async def test_three_calls_write_at_once_with_no_lock_errors_and_page_newest_fir
     assert first[0]["started_at"] >= first[1]["started_at"] >= rest[0]["started_at"]
 
 
-async def test_the_api_refuses_requests_without_the_operator_key(tmp_path):
+async def test_the_api_refuses_requests_without_the_operator_key(records_url):
     from fastapi import FastAPI
     from types import SimpleNamespace
 
-    records = CallRecords.for_config(None, tmp_path)
+    records = CallRecords(records_url)
     await records.start()
     await records.open_call("CA9", transport="webrtc")
     runtime = SimpleNamespace(resources=SimpleNamespace(records=records))

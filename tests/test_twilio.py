@@ -367,6 +367,10 @@ async def test_a_phone_caller_hears_the_answer_and_hangs_up_cleanly(phone_runtim
     # pipecat interrupts at every start of user speech; a clear then empties an empty buffer,
     # but nothing may clear the answer itself.
     assert all(t < client.first_audible_after(end) for t, _ in client.events_of("clear"))
+    # The call's record: the phone transport, the caller's number masked, the turn kept.
+    kept = await phone_runtime.resources.records.call("CA7")
+    assert kept["transport"] == "twilio" and kept["status"] == "completed" and "0100" in kept["caller"]
+    assert "+15550100" not in kept["caller"] and kept["turns"][0]["user_text"] == record["user_text"]
 
 
 async def test_barge_in_clears_the_phones_audio_at_once(phone_runtime, llm, tmp_path):

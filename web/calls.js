@@ -1,5 +1,5 @@
 // Brisk call records page: /api/calls (newest first, paged) and /api/calls/{id} (the turns and
-// each turn's latency waterfall). The operator key, when the server asks for one, is kept in
+// each turn's latency waterfall, and the recording from /api/calls/{id}/audio when one is kept). The operator key, when the server asks for one, is kept in
 // this tab's sessionStorage only. Plain script, no build step.
 "use strict";
 
@@ -24,10 +24,11 @@
     panel: document.getElementById("call-panel"),
     summary: document.getElementById("call-summary"),
     turns: document.getElementById("call-turns"),
+    audio: document.getElementById("call-audio"),
   };
   let next = null;
   // The surface automated tests read.
-  const records = { calls: [], shown: null, error: "" };
+  const records = { calls: [], shown: null, error: "", audioBytes: 0 };
   window.briskCalls = records;
 
   function headers() {
@@ -97,10 +98,27 @@
       ui.summary.textContent = `${when(call.started_at)} · ${call.transport} · ${call.status}` +
         (call.ended_by ? ` (${call.ended_by})` : "") + ` · ${call.turns.length} turns`;
       ui.turns.replaceChildren(...call.turns.map(turnEntry));
+      await showAudio(call);
     } catch (err) {
       ui.summary.textContent = `Cannot show the call: ${err.message}`;
       ui.panel.hidden = false;
     }
+  }
+
+  // An <audio src> cannot send the operator key: the recording is fetched with it, then played
+  // from memory.
+  async function showAudio(call) {
+    if (ui.audio.src) URL.revokeObjectURL(ui.audio.src);
+    ui.audio.removeAttribute("src");
+    ui.audio.hidden = true;
+    records.audioBytes = 0;
+    if (!call.has_audio) return;
+    const response = await fetch(`/api/calls/${encodeURIComponent(call.id)}/audio`, { headers: headers() });
+    if (!response.ok) return;
+    const blob = await response.blob();
+    records.audioBytes = blob.size;
+    ui.audio.src = URL.createObjectURL(blob);
+    ui.audio.hidden = false;
   }
 
   function said(who, text) {

@@ -16,9 +16,9 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serve_app(app, host: str = "127.0.0.1"):
+async def serve_app(app, host: str = "127.0.0.1", port: int | None = None):
     """Yields the base URL (``http://127.0.0.1:PORT``) while ``app`` serves; stops it on exit."""
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     while not server.started:

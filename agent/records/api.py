@@ -4,8 +4,10 @@
                                        "ended_at", "ended_by", "turn_count", ...}], "next": cursor}
     GET /api/calls/{id}               the call with "turns": [{"user_text", "bot_text",
                                        "interrupted", "latency_ms", "tool_calls", ...}]
+    GET /api/calls/{id}/audio         its recording (audio/wav: caller left, bot right), with
+                                       BRISK_RECORD_AUDIO; 404 when none is kept
 
-Both need ``Authorization: Bearer <BRISK_OPERATOR_KEY>``. With no key configured only clients on
+All need ``Authorization: Bearer <BRISK_OPERATOR_KEY>``. With no key configured only clients on
 this machine (loopback) are answered: records hold what callers said.
 """
 
@@ -14,7 +16,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 
+from pathlib import Path
+
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import FileResponse
 
 
 def operator_only(operator_key: str | None):
@@ -60,5 +65,14 @@ def records_router(runtime, operator_key: str | None) -> APIRouter:
         if call is None:
             raise HTTPException(404, f"no call {call_id!r}")
         return call
+
+    @router.get("/api/calls/{call_id}/audio", response_class=FileResponse)
+    async def get_audio(call_id: str):
+        path = await records().recording(call_id)
+        if path is None:
+            raise HTTPException(404, f"no recording of call {call_id!r} (BRISK_RECORD_AUDIO off, or deleted by retention)")
+        if not Path(path).is_file():
+            raise HTTPException(404, f"the recording of call {call_id!r} is not on this server")
+        return FileResponse(path, media_type="audio/wav", filename=Path(path).name)
 
     return router
