@@ -4,6 +4,7 @@ The same tools over a real phone call: tests/test_tools_e2e.py."""
 
 import asyncio
 from datetime import date, datetime
+from types import SimpleNamespace
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -22,11 +23,12 @@ from agent.business.intents import IntentMatcher
 from agent.business.model import BusinessError, load_business
 from agent.call_control import CallControl
 from agent.tools import words
-from agent.tools.booking import opening_slots
+from agent.tools.booking import confirm_booking, opening_slots
 from agent.tools.functions import CallTools, order_sentence, schemas
 from agent.tools.router import ToolRouter
 from agent.tools.store import ShopStore
 from processors.tool_filler import ToolFiller
+from tests.fakes.broken_store import BrokenStore
 
 LONDON = ZoneInfo("Europe/London")
 TUESDAY = datetime(2026, 12, 1, 10, 30, tzinfo=LONDON)
@@ -156,6 +158,21 @@ async def test_two_calls_book_and_look_up_at_once_in_one_store(tmp_path):
         assert await store.order("0000") is None
     finally:
         await store.close()
+
+
+async def test_a_booking_the_store_can_not_write_is_not_said_to_be_booked():
+    business = load_business(None)
+    tools = CallTools(business, BrokenStore(), CallControl("CA1"))
+    flow_manager = SimpleNamespace(worker=SimpleNamespace(app_resources=tools), state={
+        "bike": "city bike", "day": "2026-12-05", "count": 2, "name": "Anna", "summary": "two city bikes"})
+    result, _ = await confirm_booking(flow_manager, confirmed=True)
+    assert result["booked"] == "failed" and "booking_id" not in flow_manager.state
+    # The flow's confirm step sends that result to a node that says nothing was booked.
+    confirm = business.flows["rental_booking"].nodes["confirm"]
+    [function] = confirm.functions
+    failed_node = function.transition_to.cases["failed"]
+    [said] = [a.text for a in business.flows["rental_booking"].nodes[failed_node].pre_actions]
+    assert "nothing is booked" in said and "person" in said
 
 
 def _call_started():

@@ -22,6 +22,7 @@ from agent.config import load_config
 from agent.runtime import Runtime
 from agent.transports.twilio import STREAM_PATH
 from agent.transports.twilio_transfer import TRANSFER_MARK
+from tests.fakes.broken_store import BrokenStore
 from tests.fakes.slow_store import SlowStore
 from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.fakes.twilio_rest import TwilioRestStandIn
@@ -168,6 +169,32 @@ async def test_a_slow_lookup_gets_one_filler_before_the_answer(agent):
     filler_at = client.first_audible_after(pressed)
     assert filler_at is not None and filler_at < answered
     assert not any(m.get("content") == agent.config.business_definition.filler for m in call.context.get_messages())
+
+
+async def test_with_the_store_down_a_lookup_is_apologised_for_and_the_call_goes_on(agent):
+    store = agent.resources.store
+    agent.resources.store = broken = BrokenStore()
+    try:
+        async with serving(agent) as server:
+            client = await dial(server, "CA1009")
+            await asyncio.sleep(1.0)
+            pressed = time.monotonic()
+            await client.press("4572#")
+            [call] = server.calls
+            await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=20)
+            await wait_until(lambda: client.first_audible_after(pressed) is not None, timeout=15)
+            await wait_until_quiet(client)
+            await client.hang_up()
+    finally:
+        agent.resources.store = store
+
+    [looked_up] = tool_calls(call, "lookup_order")
+    assert broken.failed == 1 and looked_up["result"]["error"] and not looked_up["result"]["found"]
+    # The caller heard that it can't be checked now and was offered a person; no order was made up.
+    said = [t["bot_text"] for t in call.latency.turns if t["fast_path"] == "lookup_order"]
+    assert said == [agent.config.business_definition.tool_failed_text]
+    kept = await agent.resources.records.call("CA1009")
+    assert kept["status"] == "completed" and kept["turns"][-1]["tool_calls"][0]["result"]["error"]
 
 
 # What the caller says at each step of the booking; the flow asks only what is still open.

@@ -134,6 +134,10 @@ class Business(BaseModel):
         "I'll put you through to a colleague now. Please stay on the line.", min_length=1,
         description="Said before the caller is handed to a person.",
     )
+    tool_failed_text: str = Field(
+        "I'm sorry, I can't check that right now. Would you like me to put you through to a person?",
+        min_length=1, description="Said when a tool's data can not be reached (the store is down, say).",
+    )
     no_transfer_text: str = Field(
         "I'm sorry, nobody can take your call right now. Please call us again during opening hours.",
         min_length=1, description="Said when a person was asked for and no transfer is possible.",

@@ -109,10 +109,14 @@ async def confirm_booking(flow_manager: FlowManager, confirmed: bool) -> tuple[d
     if not confirmed:
         return {"booked": False}, TRANSITION_IN_YAML
     tools = _tools(flow_manager)
-    booking_id = await tools.store.book_rental(
-        bike=state["bike"], day=date.fromisoformat(state["day"]), count=int(state["count"]), name=state["name"],
-        call_id=tools.control.call_id,
-    )
+    try:
+        booking_id = await tools.store.book_rental(
+            bike=state["bike"], day=date.fromisoformat(state["day"]), count=int(state["count"]), name=state["name"],
+            call_id=tools.control.call_id,
+        )
+    except Exception:  # the caller hears that nothing was booked (node not_booked), the log says why
+        logger.exception(f"call {tools.control.call_id}: the booking could not be written")
+        return {"booked": "failed", "error": "the booking could not be written"}, TRANSITION_IN_YAML
     state["booking_id"] = booking_id
     logger.info(f"booking {booking_id}: {state['summary']}")
     return {"booked": True, "booking_id": booking_id}, TRANSITION_IN_YAML

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from loguru import logger
+
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import (
@@ -98,7 +100,13 @@ async def lookup_order(params: FunctionCallParams) -> None:
     if number is None:
         await _finish(params, {"found": False, "error": "no order number given"}, ASK_ORDER_NUMBER)
         return
-    order = await tools.store.order(number) if tools.store else None
+    try:
+        order = await tools.store.order(number) if tools.store else None
+    except Exception:  # the caller hears it can't be checked now, and is offered a person
+        logger.exception(f"call {tools.control.call_id}: order {number} could not be looked up")
+        await _finish(params, {"found": False, "order_number": number, "error": "the order store is unavailable"},
+                      tools.business.tool_failed_text)
+        return
     if order is None:
         await _finish(params, {"found": False, "order_number": number},
                       f"I can't find an order numbered {spaced(number)}. Could you say it again, "
