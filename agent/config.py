@@ -82,6 +82,11 @@ class BriskConfig(BaseSettings):
         ge=0,
         description="Extra wait after the VAD stop before the user's turn ends (pause tolerance).",
     )
+    turn_unfinished_wait_secs: float = Field(
+        1.0,
+        ge=0,
+        description="After the VAD stop, a turn whose words are unfinished ('and', 'is', 'um', a number half said) waits up to this long for more (0 = never).",
+    )
 
     # --- barge-in -------------------------------------------------------------------------
     barge_in_min_speech_secs: float = Field(

@@ -51,7 +51,6 @@ from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.transports.base_transport import BaseTransport
 from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.business.facts import FactIndex
@@ -66,6 +65,7 @@ from agent.tools.functions import CallTools, register_tools, tools_schema
 from agent.tools.router import ToolRouter
 from processors.answer_check import AnswerCheckMixin
 from processors.barge_in import BargeIn
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
 from processors.fact_grounding import FactGrounding
@@ -348,9 +348,8 @@ def make_turn_strategies(
     # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
     # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
     if speculation is None:
-        return UserTurnStrategies(
-            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
-        )
+        return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
+            user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs)])
     # The same end of turn, plus drafts from stable partials, kept or cancelled at the turn end.
     stability = StabilityConfig(
         consecutive=config.speculation_stable_partials,
@@ -365,6 +364,7 @@ def make_turn_strategies(
         stop=[
             SpeculativeUserTurnStopStrategy(
                 user_speech_timeout=config.turn_stop_timeout_secs,
+                max_wait_s=config.turn_unfinished_wait_secs,
                 stability=stability,
                 match_policy=SimilarityMatch(config.speculation_match_threshold),
                 stats=speculation,

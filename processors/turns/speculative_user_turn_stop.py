@@ -15,11 +15,12 @@ HTTP stream, and the real request runs).
 Measures: ``SpeculationStats`` (processors/speculation_stats.py) and one log line per
 decision with both texts and the score.
 
-A subclass of pipecat's ``SpeechTimeoutUserTurnStopStrategy`` rather than a second strategy
-next to it, because the draft has to be settled *at the moment* the turn ends — inside
-``trigger_user_turn_stopped``, the way pipecat's ``EagerUserTurnStopStrategy`` does — and a
-separate strategy would only learn of the turn end afterwards, when the aggregator has already
-run the second inference. When a partial is stable is ``stable_partials.py``; commit or cancel
+A subclass of the adaptive end of turn (``adaptive_user_turn_stop.py``, itself pipecat's
+``SpeechTimeoutUserTurnStopStrategy``) rather than a second strategy next to it, because the
+draft has to be settled *at the moment* the turn ends — in ``end_of_turn``, the way pipecat's
+``EagerUserTurnStopStrategy`` does in ``trigger_user_turn_stopped`` — and a separate strategy
+would only learn of the turn end afterwards, when the aggregator has already run the second
+inference. Drafts start while an unfinished turn's end is held; only the commit waits. When a partial is stable is ``stable_partials.py``; commit or cancel
 is ``similarity_match.py``.
 """
 
@@ -34,19 +35,19 @@ from pipecat.frames.frames import (
     TranscriptionFrame,
 )
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
 from processors.speculation_stats import Draft, DraftOutcome, SpeculationStats
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.silence_clock import SilenceClock
 from processors.turns.similarity_match import SimilarityMatch
 from processors.turns.stable_partials import Stability, StabilityConfig, StablePartialDetector
 
 
-class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
-    """Brisk's speech-timeout end of turn, answering stable partials ahead of it.
+class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
+    """Brisk's end of turn, answering stable partials ahead of it.
 
-    End of turn: exactly ``SpeechTimeoutUserTurnStopStrategy`` (VAD stop, then
-    ``user_speech_timeout``, with a transcript).
+    End of turn: ``AdaptiveUserTurnStopStrategy`` (VAD stop, then ``user_speech_timeout``, with a
+    transcript; longer, up to ``max_wait_s``, when the words are unfinished).
 
     Drafts: on a stable partial (:class:`StablePartialDetector`; the text is the turn's
     finals so far plus the partial) it starts a speculative inference — at most one in
@@ -77,15 +78,14 @@ class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             match_policy: Commit-or-cancel rule; ``SimilarityMatch(0.92)`` when None.
             stats: Where drafts are counted (share it with :class:`DraftAccountingMixin` on
                 the LLM service); a new one when None.
-            **kwargs: ``SpeechTimeoutUserTurnStopStrategy`` arguments, e.g.
-                ``user_speech_timeout``.
+            **kwargs: ``AdaptiveUserTurnStopStrategy`` arguments, e.g.
+                ``user_speech_timeout``, ``max_wait_s``.
         """
         super().__init__(**kwargs)
         self._detector = StablePartialDetector(stability)
         self._match_policy = match_policy or SimilarityMatch()
         self.stats = stats or SpeculationStats()
         self._silence = SilenceClock()
-        self._finals: list[str] = []
         self._heard_until_s: float | None = None  # audio end of the latest transcript
         self._draft: Draft | None = None
         self._turn_open = False
@@ -122,10 +122,8 @@ class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         elif isinstance(frame, EagerEndOfTurnCancelFrame):
             await self._on_withdrawn_by_llm()
         elif isinstance(frame, TranscriptionFrame):
-            # Before the base class sees it: it may end the turn right away, and the decision
-            # compares the draft with every final of the turn.
-            self._finals.append(frame.text.strip())
-            # A final covers its utterance up to the VAD stop.
+            # A final covers its utterance up to the VAD stop. (The adaptive base keeps the
+            # turn's finals before the timeout base sees one: that may end the turn at once.)
             self._heard_until_s = self._silence.now_s
 
         result = await super().process_frame(frame)
@@ -138,11 +136,11 @@ class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             await self._on_transcript(frame.text.strip())
         return result
 
-    async def trigger_user_turn_stopped(self, *, enable_user_speaking_frames: bool | None = None):
+    async def end_of_turn(self, *, enable_user_speaking_frames: bool | None = None):
         """End the turn: commit the draft if the final still matches it, else cancel it."""
         draft, self._draft = self._draft, None
         if draft is None:
-            await super().trigger_user_turn_stopped(enable_user_speaking_frames=enable_user_speaking_frames)
+            await super().end_of_turn(enable_user_speaking_frames=enable_user_speaking_frames)
             return
 
         final = self._turn_text("")
@@ -168,7 +166,7 @@ class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             f"draft [{draft.text}] final [{final}]"
         )
         await self.trigger_user_turn_speculation_cancelled()
-        await super().trigger_user_turn_stopped(enable_user_speaking_frames=enable_user_speaking_frames)
+        await super().end_of_turn(enable_user_speaking_frames=enable_user_speaking_frames)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -226,6 +224,5 @@ class SpeculativeUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     def _clear_turn(self):
         self._detector.reset()
-        self._finals.clear()
         self._heard_until_s = None
         self._drafts_blocked = False

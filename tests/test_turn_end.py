@@ -1,0 +1,135 @@
+"""The end of the caller's turn is decided on what was said: a finished sentence ends it soon
+after the VAD stop, unfinished words ("my order number is", "Saturday,", "um") hold it for the
+caller to go on, up to the longest wait."""
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+
+import pytest
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    LLMContextFrame,
+    UserStoppedSpeakingFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair, LLMUserAggregatorParams
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.workers.runner import WorkerRunner
+
+from frames.transcription import FinalTranscriptionFrame
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
+from processors.turns.turn_completeness import unfinished
+
+TIMEOUT_S = 0.1
+MAX_WAIT_S = 0.8
+
+
+@pytest.mark.parametrize("text", [
+    "My order number is", "My order number is...", "I would like two bikes for Saturday,", "Um,", "uh",
+    "I want a city bike and", "My order number is four five", "My phone number is 555 01",
+    "My name is A N N", "What are your hours during the",
+])
+def test_unfinished_words_are_told_apart(text):
+    assert unfinished(text) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "What time do you open on Saturday?", "My order number is 4572.", "What's your phone number?",
+    "I think so.", "I'd like that.", "Yes, I do.", "My phone number is 555 0142.", "Can I pay with cash?",
+    "He turned sharply, and faced Gregson across the table.", "I want to know where it is.", "",
+])
+def test_finished_words_can_end_the_turn(text):
+    assert unfinished(text) is None
+
+
+class TurnEnds(FrameProcessor):
+    """Notes when each turn ended and what the LLM would have been asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.ends: list[float] = []
+        self.asked: list[str] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if direction == FrameDirection.DOWNSTREAM:
+            if isinstance(frame, UserStoppedSpeakingFrame):
+                self.ends.append(time.monotonic())
+            elif isinstance(frame, LLMContextFrame) and not frame.speculation:
+                self.asked.append(frame.context.get_messages()[-1]["content"])
+        await self.push_frame(frame, direction)
+
+
+@asynccontextmanager
+async def turn_rig():
+    strategy = AdaptiveUserTurnStopStrategy(user_speech_timeout=TIMEOUT_S, max_wait_s=MAX_WAIT_S)
+    pair = LLMContextAggregatorPair(
+        LLMContext(), user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
+    ends = TurnEnds()
+    worker = PipelineWorker(Pipeline([pair.user(), ends]), params=PipelineParams(), cancel_on_idle_timeout=False)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    run = asyncio.create_task(runner.run())
+    await asyncio.sleep(0.2)
+    try:
+        yield worker, strategy, ends
+    finally:
+        await worker.queue_frame(EndFrame())
+        await asyncio.wait_for(run, 10)
+
+
+async def utterance(worker, text: str) -> float:
+    """The caller says ``text`` and stops: VAD start, the VAD stop, the final; when the VAD stopped."""
+    await worker.queue_frame(VADUserStartedSpeakingFrame())
+    await asyncio.sleep(0.05)
+    stopped = time.monotonic()
+    await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
+    await worker.queue_frame(FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1))
+    return stopped
+
+
+async def test_a_finished_question_ends_the_turn_at_the_short_timeout():
+    async with turn_rig() as (worker, strategy, ends):
+        stopped = await utterance(worker, "What time do you open on Saturday?")
+        await asyncio.sleep(MAX_WAIT_S + 0.3)
+    [end] = ends.ends
+    assert end - stopped < MAX_WAIT_S / 2 and strategy.held == 0
+    assert ends.asked == ["What time do you open on Saturday?"]
+
+
+async def test_a_pause_after_unfinished_words_is_waited_out_and_the_question_is_asked_whole():
+    async with turn_rig() as (worker, strategy, ends):
+        await utterance(worker, "My order number is")
+        await asyncio.sleep(0.6)  # a pause longer than the short timeout, shorter than the longest wait
+        assert ends.ends == []
+        await utterance(worker, "4572, and I want to know where it is.")
+        await asyncio.sleep(MAX_WAIT_S + 0.3)
+    assert len(ends.ends) == 1 and strategy.held == 1 and strategy.released_by_timeout == 0
+    assert ends.asked == ["My order number is 4572, and I want to know where it is."]
+
+
+async def test_unfinished_words_and_then_silence_end_the_turn_at_the_longest_wait():
+    async with turn_rig() as (worker, strategy, ends):
+        stopped = await utterance(worker, "I would like two bikes for Saturday,")
+        await asyncio.sleep(MAX_WAIT_S + 0.4)
+    [end] = ends.ends
+    assert MAX_WAIT_S - 0.05 <= end - stopped < MAX_WAIT_S + 0.3
+    assert strategy.released_by_timeout == 1
+
+
+async def test_two_calls_hold_their_own_turns():
+    async with turn_rig() as (worker_a, strategy_a, ends_a), turn_rig() as (worker_b, strategy_b, ends_b):
+        await utterance(worker_a, "My order number is")
+        stopped_b = await utterance(worker_b, "Where is the shop?")
+        await asyncio.sleep(0.4)
+        await utterance(worker_a, "4572.")
+        await asyncio.sleep(MAX_WAIT_S + 0.3)
+    assert ends_a.asked == ["My order number is 4572."] and ends_b.asked == ["Where is the shop?"]
+    assert ends_b.ends[0] - stopped_b < MAX_WAIT_S / 2 and strategy_b.held == 0 and strategy_a.held == 1
