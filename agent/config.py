@@ -82,6 +82,20 @@ class BriskConfig(BaseSettings):
         ge=0,
         description="Extra wait after the VAD stop before the user's turn ends (pause tolerance).",
     )
+    turn_audio_check: bool = Field(
+        False,
+        description="A statement Whisper heard as finished is also put to pipecat's Smart Turn v3 on the audio; judged unfinished, it waits like unfinished words (off: on espeak voices it cost more delay than it saved cut-offs, README End of turn).",
+    )
+    turn_audio_check_threshold: float = Field(
+        0.5, ge=0, le=1, description="Smart Turn's probability of a finished turn below which that statement waits."
+    )
+    turn_continuation_window_secs: float = Field(
+        2.0, ge=0,
+        description="The caller speaking again this soon after their turn ended, before its answer was heard, goes on with that turn: one answer to both (0 = never).",
+    )
+    turn_continuation_heard_secs: float = Field(
+        1.0, ge=0, description="An answer that had played for less than this when the caller went on counts as not yet heard."
+    )
     turn_unfinished_wait_secs: float = Field(
         1.0,
         ge=0,

@@ -40,7 +40,6 @@ from pipecat.frames.frames import InputAudioRawFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.flows import FlowManager
-from pipecat.processors.aggregators.dtmf_aggregator import DTMFAggregator
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
@@ -51,7 +50,6 @@ from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.transports.base_transport import BaseTransport
 from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
@@ -60,12 +58,12 @@ from agent.config import BriskConfig
 from agent.conversation import IdleCaller, greeting_frames
 from agent.records.recorder import CallRecorder
 from agent.records.recording import CallAudio, recording_path
+from agent.turn_taking import make_continuation, make_dtmf, make_turn_strategies
 from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from agent.tools.router import ToolRouter
 from processors.answer_check import AnswerCheckMixin
 from processors.barge_in import BargeIn
-from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
 from processors.fact_grounding import FactGrounding
@@ -78,12 +76,12 @@ from processors.tool_filler import ToolFiller
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
 from processors.draft_accounting import DraftAccountingMixin
 from processors.speculation_stats import SpeculationStats
-from processors.turns.similarity_match import SimilarityMatch
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.turns.stable_partials import StabilityConfig
 from processors.speculative_tts import SpeculativeAudioCache
 
-Flavor = Literal["brisk", "stock"]
+# brisk: Brisk's pipeline; stock: pipecat at its defaults on the same models; stock_tuned: stock
+# with Brisk's VAD parameters and pipecat's speech-timeout end of turn at Brisk's timeout (what a
+# pipecat user who tunes for speed gets).
+Flavor = Literal["brisk", "stock", "stock_tuned"]
 
 # Hibari speaks at 24 kHz; the pipeline's output runs at the voice's own rate so nothing resamples.
 OUTPUT_SAMPLE_RATE = 24000
@@ -122,6 +120,8 @@ class Resources:
     hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
     store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
+    turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
+    stock_whisper: object | None = None  # faster_whisper.WhisperModel for the stock pipelines (Runtime.load_stock_whisper)
     extra: dict = field(default_factory=dict)
 
 
@@ -161,7 +161,7 @@ class CheckedLLMService(RoutedCallsMixin, AnswerCheckMixin, ResilientOpenAILLMSe
 
 
 def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
-    """Silero VAD on its bundled ONNX model; stock keeps pipecat's default parameters."""
+    """Silero VAD on its bundled ONNX model; stock keeps pipecat's default parameters, stock_tuned takes Brisk's."""
     if flavor == "stock":
         return SileroVADAnalyzer()
     return SileroVADAnalyzer(
@@ -176,15 +176,17 @@ def make_vad(config: BriskConfig, flavor: Flavor) -> SileroVADAnalyzer:
 
 def make_stt(resources: Resources, flavor: Flavor):
     config = resources.config
-    if flavor == "stock":
+    if flavor != "brisk":
         from pipecat.services.whisper.stt import WhisperSTTService
 
+        from processors.segmented_whisper import PreloadedWhisperSTTService
+
         # pipecat's own segmented Whisper: waits for the VAD stop, then transcribes everything.
-        return WhisperSTTService(
-            settings=WhisperSTTService.Settings(model=str(resources.whisper_model_path)),
-            device="cpu",
-            compute_type="int8",
-        )
+        options = {"settings": WhisperSTTService.Settings(model=str(resources.whisper_model_path)),
+                   "device": "cpu", "compute_type": "int8"}
+        if resources.stock_whisper is not None:
+            return PreloadedWhisperSTTService(model=resources.stock_whisper, **options)
+        return WhisperSTTService(**options)  # loads its model now (Runtime.load_stock_whisper shares one)
 
     from processors.streaming_whisper import StreamingWhisperSTTService
 
@@ -229,7 +231,7 @@ def make_llm(
 
 def make_prompt_processors(resources: Resources, flavor: Flavor, tools=None) -> list:
     """Brisk keeps the prompt prefix stable and warm (latency-playbook.md, 3-4); stock sends it as is."""
-    if flavor == "stock":
+    if flavor != "brisk":
         return []
     config = resources.config
     processors = [
@@ -261,7 +263,7 @@ def chunking(config: BriskConfig) -> SentenceFirstConfig:
 
 def make_chunker(config: BriskConfig, flavor: Flavor) -> list:
     """Brisk speaks each answer's first clause early; stock keeps pipecat's sentence aggregation."""
-    if flavor == "stock":
+    if flavor != "brisk":
         return []
     return [SentenceChunker(chunking(config))]
 
@@ -303,7 +305,7 @@ def make_tts(
 
 def make_facts(config: BriskConfig, flavor: Flavor) -> FactIndex | None:
     """Brisk's index of the business facts, one per call for the fast path, grounding and check."""
-    if flavor == "stock":
+    if flavor != "brisk":
         return None
     return FactIndex(config.business_definition, limit=config.llm_fact_lines)
 
@@ -340,46 +342,6 @@ def make_barge_in(config: BriskConfig) -> BargeIn:
     )
 
 
-def make_turn_strategies(
-    config: BriskConfig, flavor: Flavor, speculation: SpeculationStats | None = None
-) -> UserTurnStrategies:
-    if flavor == "stock":
-        return UserTurnStrategies()  # pipecat defaults: VAD/transcription start, Smart Turn v3 stop
-    # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
-    # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
-    if speculation is None:
-        return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
-            user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs)])
-    # The same end of turn, plus drafts from stable partials, kept or cancelled at the turn end.
-    stability = StabilityConfig(
-        consecutive=config.speculation_stable_partials,
-        tail_chars=config.speculation_tail_chars,
-        min_chars=config.speculation_min_chars,
-        end_words=tuple(config.speculation_end_words),
-        silence_s=config.speculation_silence_secs or None,
-        question_min_chars=config.speculation_question_min_chars or None,
-        min_silence_s=config.speculation_min_silence_secs,
-    )
-    return UserTurnStrategies(
-        stop=[
-            SpeculativeUserTurnStopStrategy(
-                user_speech_timeout=config.turn_stop_timeout_secs,
-                max_wait_s=config.turn_unfinished_wait_secs,
-                stability=stability,
-                match_policy=SimilarityMatch(config.speculation_match_threshold),
-                stats=speculation,
-            )
-        ]
-    )
-
-
-def make_dtmf(config: BriskConfig, flavor: Flavor) -> list:
-    """Keypad digits become the caller's words ("DTMF: 4572#"), pipecat's way; stock has none."""
-    if flavor == "stock":
-        return []
-    return [DTMFAggregator(timeout=config.dtmf_timeout_secs)]
-
-
 def build_call(
     resources: Resources,
     transport: BaseTransport,
@@ -400,7 +362,7 @@ def build_call(
     speculation = SpeculationStats() if flavor == "brisk" and config.speculation else None
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
-    turn_strategies = make_turn_strategies(config, flavor, speculation)
+    turn_strategies = make_turn_strategies(config, flavor, speculation, resources.turn_check)
     facts = make_facts(config, flavor)
     fast_path = make_fast_path(config, facts, speculative_audio, tools)
     grounding = make_grounding(config, facts)
@@ -434,6 +396,7 @@ def build_call(
         VADProcessor(vad_analyzer=make_vad(config, flavor)),
         make_stt(resources, flavor),
         aggregators.user(),
+        *make_continuation(config, flavor, context),
         *make_prompt_processors(resources, flavor, offered),
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),

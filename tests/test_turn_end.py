@@ -1,15 +1,20 @@
 """The end of the caller's turn is decided on what was said: a finished sentence ends it soon
 after the VAD stop, unfinished words ("my order number is", "Saturday,", "um") hold it for the
-caller to go on, up to the longest wait."""
+caller to go on, up to the longest wait; and a caller who goes on after a turn ended, before its
+answer was heard, is asked about once, as one question."""
 
 import asyncio
 import time
 from contextlib import asynccontextmanager
 
+import numpy as np
 import pytest
 from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
     EndFrame,
     Frame,
+    InputAudioRawFrame,
     LLMContextFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
@@ -24,11 +29,15 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from frames.transcription import FinalTranscriptionFrame
+from processors.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.turn_completeness import unfinished
+from tests.fakes.fixed_turn_check import FixedTurnCheck
 
 TIMEOUT_S = 0.1
 MAX_WAIT_S = 0.8
+LOUD = (np.sin(np.arange(320) / 3) * 8000).astype(np.int16).tobytes()  # 20 ms of "speech"
+SILENT = bytes(640)
 
 
 @pytest.mark.parametrize("text", [
@@ -68,8 +77,8 @@ class TurnEnds(FrameProcessor):
 
 
 @asynccontextmanager
-async def turn_rig():
-    strategy = AdaptiveUserTurnStopStrategy(user_speech_timeout=TIMEOUT_S, max_wait_s=MAX_WAIT_S)
+async def turn_rig(audio_check=None):
+    strategy = AdaptiveUserTurnStopStrategy(user_speech_timeout=TIMEOUT_S, max_wait_s=MAX_WAIT_S, audio_check=audio_check)
     pair = LLMContextAggregatorPair(
         LLMContext(), user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
     ends = TurnEnds()
@@ -86,8 +95,11 @@ async def turn_rig():
 
 
 async def utterance(worker, text: str) -> float:
-    """The caller says ``text`` and stops: VAD start, the VAD stop, the final; when the VAD stopped."""
+    """The caller says ``text`` and stops: VAD start, half a second of audio and the VAD's 0.3 s of
+    silence, the VAD stop, the final; when the VAD stopped."""
     await worker.queue_frame(VADUserStartedSpeakingFrame())
+    for audio in [LOUD] * 25 + [SILENT] * 15:
+        await worker.queue_frame(InputAudioRawFrame(audio=audio, sample_rate=16000, num_channels=1))
     await asyncio.sleep(0.05)
     stopped = time.monotonic()
     await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
@@ -124,6 +136,31 @@ async def test_unfinished_words_and_then_silence_end_the_turn_at_the_longest_wai
     assert strategy.released_by_timeout == 1
 
 
+async def test_a_statement_smart_turn_calls_unfinished_waits_and_a_question_does_not_ask_it():
+    check = FixedTurnCheck(verdict=0.1)
+    async with turn_rig(check) as (worker, strategy, ends):
+        stopped = await utterance(worker, "I would like to rent two bikes for Saturday.")
+        await asyncio.sleep(0.5)
+        assert ends.ends == []  # held on the audio's word, though the words look finished
+        await utterance(worker, "And a child seat.")
+        await asyncio.sleep(MAX_WAIT_S + 0.4)
+        question = await utterance(worker, "Do you have child seats?")
+        await asyncio.sleep(0.4)
+    first, second = ends.ends
+    assert first - stopped > 0.5 and strategy.held_by_audio == 2  # the second statement waited too
+    assert ends.asked[0] == "I would like to rent two bikes for Saturday. And a child seat."
+    assert second - question < 0.3 and ends.asked[1] == "Do you have child seats?"
+    assert len(check.asked) == 3 and all(0.4 < seconds < 9 for seconds in check.asked)
+
+
+async def test_a_statement_smart_turn_calls_finished_ends_at_the_short_timeout():
+    async with turn_rig(FixedTurnCheck(verdict=0.9)) as (worker, strategy, ends):
+        stopped = await utterance(worker, "My order number is 4572.")
+        await asyncio.sleep(MAX_WAIT_S)
+    [end] = ends.ends
+    assert end - stopped < 0.3 and strategy.held == 0
+
+
 async def test_two_calls_hold_their_own_turns():
     async with turn_rig() as (worker_a, strategy_a, ends_a), turn_rig() as (worker_b, strategy_b, ends_b):
         await utterance(worker_a, "My order number is")
@@ -133,3 +170,90 @@ async def test_two_calls_hold_their_own_turns():
         await asyncio.sleep(MAX_WAIT_S + 0.3)
     assert ends_a.asked == ["My order number is 4572."] and ends_b.asked == ["Where is the shop?"]
     assert ends_b.ends[0] - stopped_b < MAX_WAIT_S / 2 and strategy_b.held == 0 and strategy_a.held == 1
+
+
+class BotVoice(FrameProcessor):
+    """Stands where the output transport is: says upstream when the bot starts and stops speaking."""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+
+    async def speak(self, started: bool):
+        frame = BotStartedSpeakingFrame() if started else BotStoppedSpeakingFrame()
+        await self.push_frame(frame, FrameDirection.UPSTREAM)
+
+
+@asynccontextmanager
+async def continuation_rig():
+    # A fixed short end of turn, so the pause always ends the first turn: continuation is under test.
+    strategy = AdaptiveUserTurnStopStrategy(user_speech_timeout=TIMEOUT_S, max_wait_s=0)
+    context = LLMContext()
+    pair = LLMContextAggregatorPair(
+        context, user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
+    continuation, ends, voice = TurnContinuation(context, window_s=2.0, heard_s=1.0), TurnEnds(), BotVoice()
+    worker = PipelineWorker(Pipeline([pair.user(), continuation, ends, voice]), params=PipelineParams(),
+                            cancel_on_idle_timeout=False)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    run = asyncio.create_task(runner.run())
+    await asyncio.sleep(0.2)
+    try:
+        yield worker, continuation, ends, voice, context
+    finally:
+        await worker.queue_frame(EndFrame())
+        await asyncio.wait_for(run, 10)
+
+
+def user_messages(context):
+    return [m["content"] for m in context.get_messages() if m["role"] == "user"]
+
+
+async def test_going_on_before_the_answer_is_heard_makes_one_question():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "My order number is")
+        await asyncio.sleep(0.5)  # the turn ended; no answer was heard
+        await utterance(worker, "4572, and I want to know where it is.")
+        await asyncio.sleep(0.4)
+    assert ends.asked == ["My order number is", "My order number is 4572, and I want to know where it is."]
+    assert user_messages(context) == ["My order number is 4572, and I want to know where it is."]
+    assert continuation.merged == 1
+
+
+async def test_going_on_in_the_first_moments_of_the_answer_drops_what_was_said_of_it():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "I would like to rent two bikes for Saturday.")
+        await asyncio.sleep(0.3)
+        await voice.speak(True)
+        context.add_message({"role": "assistant", "content": "Sure! We're"})  # what was heard of it
+        await asyncio.sleep(0.3)
+        await utterance(worker, "And a child seat if you have one.")
+        await asyncio.sleep(0.4)
+    assert [m["role"] for m in context.get_messages()] == ["user"]
+    assert user_messages(context) == ["I would like to rent two bikes for Saturday. And a child seat if you have one."]
+
+
+async def test_an_answer_heard_to_its_end_is_not_continued():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "What time do you open?")
+        await asyncio.sleep(0.2)
+        await voice.speak(True)
+        context.add_message({"role": "assistant", "content": "At nine."})
+        await voice.speak(False)
+        await asyncio.sleep(0.3)
+        await utterance(worker, "And on Sunday?")
+        await asyncio.sleep(0.4)
+    assert user_messages(context) == ["What time do you open?", "And on Sunday?"] and continuation.merged == 0
+
+
+async def test_an_answer_heard_for_longer_than_its_first_moments_is_a_barge_in_not_a_continuation():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "Tell me about your bikes.")
+        await asyncio.sleep(0.2)
+        await voice.speak(True)
+        context.add_message({"role": "assistant", "content": "We have city bikes, electric bikes and"})
+        await asyncio.sleep(1.2)
+        await utterance(worker, "Do you have anything cheaper?")
+        await asyncio.sleep(0.4)
+    assert user_messages(context) == ["Tell me about your bikes.", "Do you have anything cheaper?"]
+    assert continuation.merged == 0

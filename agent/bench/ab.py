@@ -2,12 +2,15 @@
 
     python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
+    python -m agent bench --suite turns [--turns N] [--json PATH]
 
-One ``Runtime`` (one LLM server, one Whisper, one voice) serves two HTTP servers in this
-process: stock pipecat as ``agent/pipeline.py`` builds it, and Brisk as configured by default.
-Each spoken turn of the corpus (``agent/bench/corpus.py``) is one real WebRTC call placed with
-the aiortc caller, first to one pipeline then to the other (which one goes first alternates),
-after one warm-up call to each.
+One ``Runtime`` (one LLM server, one Whisper, one voice) serves three HTTP servers in this
+process: stock pipecat as ``agent/pipeline.py`` builds it, stock pipecat tuned for speed
+(``stock_tuned``: Brisk's VAD parameters, pipecat's ``SpeechTimeoutUserTurnStopStrategy`` at
+Brisk's timeout, still segmented Whisper and default sentence aggregation) and Brisk as
+configured by default. Each spoken turn of the corpus (``agent/bench/corpus.py``) is one real
+WebRTC call placed with the aiortc caller to each pipeline in turn (which one goes first
+rotates), after one warm-up call to each.
 
 Per turn it records: voice-to-voice latency (true end of speech, found from the WAV's samples,
 to the first audible bot audio arriving at the caller), the server's latency waterfall re-based
@@ -54,7 +57,7 @@ from agent.bench.calls import start_rig
 from agent.bench.corpus import WARMUP, render, select
 from agent.bench.listening import NO_ANSWER_S
 from agent.bench.plot import plot
-from agent.bench.report import FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
+from agent.bench.report import AB_FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
 from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
 from agent.bench.stats import fmt
 from agent.caller.aiortc_caller import AUDIBLE_RMS
@@ -95,24 +98,25 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
         await runtime.start()
-        rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
+        rig = await start_rig(stack, config, runtime, scripted_llm, AB_FLAVORS)
         meter = rig.meter
 
-        for flavor in FLAVORS:
+        for flavor in AB_FLAVORS:
             warm = await rig.call(flavor, warmup)
             _log(f"bench: warm-up {flavor}: v2v {fmt(warm['v2v_ms'])} ms")
 
         results: list[dict] = []
-        total = 2 * len(clips)
+        total = len(AB_FLAVORS) * len(clips)
         for i, clip in enumerate(clips):
-            order = FLAVORS if i % 2 == 0 else FLAVORS[::-1]
+            shift = i % len(AB_FLAVORS)
+            order = AB_FLAVORS[shift:] + AB_FLAVORS[:shift]
             for flavor in order:
                 turn = await rig.call(flavor, clip)
                 turn["pair"] = i
                 turn["order"] = len(results)
                 results.append(turn)
                 _log(
-                    f"[{len(results)}/{total}] {flavor:5} {clip.utterance.id:20} v2v {fmt(turn['v2v_ms']):>5} ms"
+                    f"[{len(results)}/{total}] {flavor:11} {clip.utterance.id:20} v2v {fmt(turn['v2v_ms']):>5} ms"
                     f"  heard {turn['user_text']!r}"
                 )
 
@@ -124,11 +128,13 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         )
 
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    by_side = {f: [t for t in results if t["side"] == f] for f in FLAVORS}
+    by_side = {f: [t for t in results if t["side"] == f] for f in AB_FLAVORS}
     return {
         "stock": summarize_side(by_side["stock"]),
+        "stock_tuned": summarize_side(by_side["stock_tuned"]),
         "brisk": {**summarize_side(by_side["brisk"]), "barge_in": barge_in},
         "ratio": v2v_ratios(results),
+        "ratio_tuned": v2v_ratios(results, baseline="stock_tuned"),
         "turns": results,
         "machine": machine,
         "config": {
@@ -139,18 +145,22 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
             "llm_max_tokens": config.llm_max_tokens,
             "turns_per_side": len(clips),
             "quick": quick,
-            "order": "per utterance, stock and brisk back to back, alternating which goes first",
+            "order": "per utterance, stock, stock_tuned and brisk back to back, rotating which goes first",
             "warmup_calls_per_side": 1,
             "barge_in": BARGE_IN_METHOD,
             "tts": config.tts_engine,
             "whisper_model": config.whisper_model,
             "vad": {
                 "stock": VADParams().model_dump(),
+                "stock_tuned": "as brisk",
                 "brisk": {"confidence": config.vad_confidence, "start_secs": config.vad_start_secs,
                           "stop_secs": config.vad_stop_secs, "min_volume": config.vad_min_volume},
             },
             "turn_stop": {"stock": "pipecat default UserTurnStrategies (Smart Turn v3)",
-                          "brisk": f"speech timeout {config.turn_stop_timeout_secs} s after the VAD stop"},
+                          "stock_tuned": f"pipecat SpeechTimeoutUserTurnStopStrategy, {config.turn_stop_timeout_secs} s",
+                          "brisk": f"speech timeout {config.turn_stop_timeout_secs} s after the VAD stop; up to "
+                                   f"{config.turn_unfinished_wait_secs} s more after unfinished words "
+                                   "(processors/turns/adaptive_user_turn_stop.py)"},
             "speech_end": "end of the last 10 ms window within 40 dB of the clip's loudest (agent/audio.py)",
             "v2v": f"speech end -> first received audio chunk with RMS >= {AUDIBLE_RMS:g} at the aiortc caller",
             "hang_up": "scripted: 0.3 s after the first answer audio, LLM idle; embedded: bot finished speaking",
@@ -202,12 +212,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
                         help="capacity instead of the A/B: that many calls at once per level, "
                              f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
-    parser.add_argument("--suite", choices=("ab", "faq"), default="ab",
+    parser.add_argument("--suite", choices=("ab", "faq", "turns"), default="ab",
                         help="ab: Brisk vs stock on the latency corpus (default); faq: spoken questions about the "
-                             "business, graded for right and wrong facts (JSON key \"faq\", agent/bench/faq.py)")
+                             "business, graded for right and wrong facts (JSON key \"faq\", agent/bench/faq.py); "
+                             "turns: end-of-turn policies on the same audio, false cut-offs and delay "
+                             "(JSON key \"turns\", agent/bench/turns.py)")
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
         parser.error("--suite faq takes --llm, --turns and --json only")
+    if args.suite == "turns" and (args.quick or args.concurrency or args.llm):
+        parser.error("--suite turns takes --turns and --json only")
     if args.llm is None:
         args.llm = "scripted" if args.quick else "embedded"
     if args.turns is None and args.quick:
@@ -230,6 +244,8 @@ def main(argv: list[str]) -> int:
         return _capacity_main(args, started)
     if args.suite == "faq":
         return _faq_main(args, started)
+    if args.suite == "turns":
+        return _turns_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
                   ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
@@ -273,6 +289,17 @@ def _faq_main(args: argparse.Namespace, started: float) -> int:
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     print(faq.format_faq(suite))
     _write_json({"faq": suite, "machine": machine}, args.json_path)
+    return 0
+
+
+def _turns_main(args: argparse.Namespace, started: float) -> int:
+    from agent.bench import turns
+
+    machine = machine_info()
+    suite = asyncio.run(turns.run_turns(turns=args.turns, log=_log))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    print(turns.format_turns(suite))
+    _write_json({"turns": suite, "machine": machine}, args.json_path)
     return 0
 
 

@@ -12,7 +12,9 @@ only the LLM client differs.
 Measured, per interjection: ``decision_ms`` from the interjection's true speech start (its first
 sample as played by the caller's microphone, on the caller's clock) to the server's decision, and
 ``stop_ms`` from the decision to the cut turn's last audio leaving the output transport
-(``processors.barge_in.Interruption.stop_ms``). Per call: stale frames, i.e. frames of a cut turn
+(``processors.barge_in.Interruption.stop_ms``), and ``stop_at_caller_ms`` from the decision to the
+last audible bot audio the caller received before the next answer (0 when none came after the
+decision): where the caller hears the bot stop. Per call: stale frames, i.e. frames of a cut turn
 that left the server after the interruption (``BargeIn.stale_frames``) plus audible audio that
 reached the caller after the cut turn's last frame had gone out (with a transit allowance) and
 before the next answer's first frame went out; and backchannel false interruptions, i.e.
@@ -55,7 +57,8 @@ BARGE_IN_METHOD = (
     "(agent/bench/barge_in.py), whatever --llm is; the caller cuts in after "
     f"{HEAR_BEFORE_CUT_S:g} s of each answer, {BACKCHANNELS} of the cuts preceded by a backchannel; "
     "decision_ms: the interjection's first voiced sample as played -> the server's decision; stop_ms: the "
-    "decision -> the cut turn's last audio out of the server; stale_frames: the server's count + audible "
+    "decision -> the cut turn's last audio out of the server; stop_at_caller_ms: the decision -> the last "
+    "audible bot audio received by the caller before the next answer (0: none after the decision); stale_frames: the server's count + audible "
     f"audio at the caller more than {CALLER_TRANSIT_S * 1000:.0f} ms after the cut turn's last frame went out "
     "and before the next answer's first; backchannel_false_interruptions: interruptions decided while a "
     "backchannel was the caller's latest utterance"
@@ -158,6 +161,15 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
         before = [i for i, s in enumerate(said) if s.start <= cut.decided_at]
         if before:
             cause.setdefault(before[-1], []).append(cut)
+    def next_answer_after(cut) -> float:
+        nexts = [t.first_audio_out_at for t in turns if t.turn_id > cut.turn_id and t.first_audio_out_at]
+        return min(nexts) if nexts else ended_at
+
+    def stop_at_caller_ms(cut) -> float:
+        until = next_answer_after(cut)
+        heard = [c.t for c in received if cut.decided_at <= c.t < until and c.rms >= AUDIBLE_RMS]
+        return round((max(heard) - cut.decided_at) * 1000, 1) if heard else 0.0
+
     interjections = []
     for i, s in enumerate(said):
         if s.kind != "interjection":
@@ -168,6 +180,7 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
             "interrupted": cut is not None,
             "decision_ms": None if cut is None else round((cut.decided_at - s.start) * 1000, 1),
             "stop_ms": None if cut is None or cut.stop_ms is None else round(cut.stop_ms, 1),
+            "stop_at_caller_ms": None if cut is None else stop_at_caller_ms(cut),
             "phase": None if cut is None else cut.phase,
             "decided_on": None if cut is None else cut.text,
         })
@@ -180,8 +193,7 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
     caller_stale = 0
     for cut in interruptions:
         went_silent = (cut.last_audio_out_at or cut.decided_at) + CALLER_TRANSIT_S
-        nexts = [t.first_audio_out_at for t in turns if t.turn_id > cut.turn_id and t.first_audio_out_at]
-        until = min(nexts) if nexts else ended_at
+        until = next_answer_after(cut)
         caller_stale += sum(1 for c in received if went_silent < c.t < until and c.rms >= AUDIBLE_RMS)
 
     def stats(key):
@@ -190,6 +202,7 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
 
     return {
         "stop_ms": stats("stop_ms"),
+        "stop_at_caller_ms": stats("stop_at_caller_ms"),
         "decision_ms": stats("decision_ms"),
         "stale_frames": server_stale_frames + caller_stale,
         "stale_frames_server": server_stale_frames,
@@ -271,12 +284,15 @@ async def _call(base_url: str, app, interruptions: int, backchannels: int, log) 
 
 def format_barge_in(result: dict) -> str:
     stop, decision = result["stop_ms"], result["decision_ms"]
+    heard = result.get("stop_at_caller_ms") or {"p50": None, "p95": None, "n": 0}
     return "\n".join([
         f"Barge-in (brisk, one call, LLM {result.get('llm', 'scripted')}): "
         f"{result['interjections'] - result['interjections_missed']}/{result['interjections']} interjections "
         f"interrupted, {result['backchannels']} backchannels",
         f"{'':<44}{'P50':>7}{'P95':>7}{'n':>4}",
         f"{'stop: decision -> last bot audio out (ms)':<44}{fmt(stop['p50']):>7}{fmt(stop['p95']):>7}{stop['n']:>4}",
+        f"{'stop heard: decision -> last audio at caller':<44}{fmt(heard['p50']):>7}{fmt(heard['p95']):>7}"
+        f"{heard['n']:>4}",
         f"{'decision: true speech start -> decision (ms)':<44}{fmt(decision['p50']):>7}"
         f"{fmt(decision['p95']):>7}{decision['n']:>4}",
         f"stale frames {result['stale_frames']} (server {result['stale_frames_server']}, caller "

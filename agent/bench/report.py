@@ -22,6 +22,9 @@ from processors.latency import STAGES
 from processors.speculation_stats import merge_reports
 
 FLAVORS = ("stock", "brisk")
+# The latency A/B also runs stock tuned for speed (agent/pipeline.py Flavor), to tell what Brisk's
+# techniques buy from what its VAD and turn timings buy.
+AB_FLAVORS = ("stock", "stock_tuned", "brisk")
 # The waterfall in pipeline order: the latency observer's stages after the reference (0 ms).
 WAYPOINTS = tuple(stage for stage in STAGES if stage != "speech_end")
 
@@ -59,20 +62,21 @@ def summarize_side(turns: list[dict]) -> dict:
     }
 
 
-def v2v_ratios(turns: list[dict]) -> dict:
-    """The ``ratio`` object: brisk/stock P50 and P95 of voice-to-voice with their 95% intervals,
-    pairing the two sides' turns of each utterance (``pair``); unanswered turns are None."""
+def v2v_ratios(turns: list[dict], baseline: str = "stock") -> dict:
+    """The ``ratio`` object (``ratio_tuned`` with ``baseline="stock_tuned"``): brisk/baseline P50 and
+    P95 of voice-to-voice with their 95% intervals, pairing the sides' turns of each utterance
+    (``pair``); unanswered turns are None."""
     paired = {
         flavor: [t["v2v_ms"] if t["answered"] else None
                  for t in sorted((t for t in turns if t["side"] == flavor), key=lambda t: t["pair"])]
-        for flavor in FLAVORS
+        for flavor in (baseline, "brisk")
     }
     ratio = {}
     for q in (50, 95):
-        value, interval = bootstrap_ratio(paired["stock"], paired["brisk"], q)
+        value, interval = bootstrap_ratio(paired[baseline], paired["brisk"], q)
         ratio[f"v2v_p{q}"] = value
         ratio[f"v2v_p{q}_ci95"] = interval
-    ratio["method"] = (f"brisk/stock; paired bootstrap over utterances, {BOOTSTRAP_RESAMPLES} resamples, "
+    ratio["method"] = (f"brisk/{baseline}; paired bootstrap over utterances, {BOOTSTRAP_RESAMPLES} resamples, "
                        "percentile CI (scipy.stats.bootstrap)")
     return ratio
 
@@ -83,36 +87,47 @@ def _count(value) -> str:
 
 def format_table(result: dict) -> str:
     stock, brisk, ratio, config = result["stock"], result["brisk"], result["ratio"], result["config"]
+    tuned = result.get("stock_tuned")
     llm = config["llm"]
     if llm == "scripted":
         llm = f"scripted (TTFT {config['scripted']['ttft_ms']} ms, {config['scripted']['tokens_per_s']:g} tok/s)"
     else:
         llm = f"embedded ({config['llm_model']})"
     lines = [
-        f"Brisk vs stock pipecat: {stock['turns']} turns each, LLM {llm}, {result['machine']['date']}",
+        f"Brisk vs stock pipecat{' and stock tuned' if tuned else ''}: {stock['turns']} turns each, LLM {llm}, "
+        f"{result['machine']['date']}",
         "",
-        f"{'ms after the true end of speech':<34}{'stock P50':>10}{'P95':>7}{'mean':>7}"
-        f"{'brisk P50':>12}{'P95':>7}{'mean':>7}{'B/A P50':>9}{'n':>8}",
+        f"{'ms after the true end of speech':<34}{'stock P50':>10}{'P95':>7}"
+        + (f"{'tuned P50':>11}{'P95':>7}" if tuned else "")
+        + f"{'brisk P50':>11}{'P95':>7}{'mean':>7}{'B/A P50':>9}" + (f"{'B/T P50':>9}" if tuned else "") + f"{'n':>8}",
     ]
 
-    def row(name, a, b):
-        r = "-" if not a["p50"] or b["p50"] is None else f"{b['p50'] / a['p50']:.2f}"
+    def over(b, a):
+        return "-" if not a["p50"] or b["p50"] is None else f"{b['p50'] / a['p50']:.2f}"
+
+    def row(name, a, b, t=None):
         lines.append(
-            f"{name:<34}{fmt(a['p50']):>10}{fmt(a['p95']):>7}{fmt(a['mean']):>7}"
-            f"{fmt(b['p50']):>12}{fmt(b['p95']):>7}{fmt(b['mean']):>7}{r:>9}{a['n']:>4}/{b['n']:<3}"
+            f"{name:<34}{fmt(a['p50']):>10}{fmt(a['p95']):>7}"
+            + (f"{fmt(t['p50']):>11}{fmt(t['p95']):>7}" if t is not None else "")
+            + f"{fmt(b['p50']):>11}{fmt(b['p95']):>7}{fmt(b['mean']):>7}{over(b, a):>9}"
+            + (f"{over(b, t):>9}" if t is not None else "") + f"{a['n']:>4}/{b['n']:<3}"
         )
 
     for stage in WAYPOINTS:
-        row(stage, stock["stages_ms"][stage], brisk["stages_ms"][stage])
-    row("voice-to-voice (heard by caller)", stock["v2v_ms"], brisk["v2v_ms"])
+        row(stage, stock["stages_ms"][stage], brisk["stages_ms"][stage], tuned["stages_ms"][stage] if tuned else None)
+    row("voice-to-voice (heard by caller)", stock["v2v_ms"], brisk["v2v_ms"], tuned["v2v_ms"] if tuned else None)
     lines.append("")
 
-    def ci(key):
-        value, interval = ratio[key], ratio[f"{key}_ci95"]
+    def ci(ratios, key):
+        value, interval = ratios[key], ratios[f"{key}_ci95"]
         return "-" if value is None else f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
-    lines.append(f"B/A voice-to-voice: P50 {ci('v2v_p50')}   P95 {ci('v2v_p95')}   (paired bootstrap 95% CI)")
-    for name, side in (("stock", stock), ("brisk", brisk)):
+    lines.append(f"B/A voice-to-voice: P50 {ci(ratio, 'v2v_p50')}   P95 {ci(ratio, 'v2v_p95')}   (paired bootstrap 95% CI)")
+    if tuned:
+        tuned_ratio = result["ratio_tuned"]
+        lines.append(f"B/T voice-to-voice: P50 {ci(tuned_ratio, 'v2v_p50')}   P95 {ci(tuned_ratio, 'v2v_p95')}   "
+                     "(brisk over stock tuned for speed)")
+    for name, side in (("stock", stock), *((("stock_tuned", tuned),) if tuned else ()), ("brisk", brisk)):
         tot = side["llm_totals"]
         cpu = side["cpu_s_per_turn"]
         llm_cpu = cpu["llm_server"]["mean"]

@@ -28,6 +28,8 @@ TURN_GAP_S = 1.5
 @asynccontextmanager
 async def running_server(config: BriskConfig, runtime: Runtime, flavor: Flavor = "brisk"):
     """A Brisk server on a free loopback port inside this event loop; yields (base_url, app)."""
+    if flavor != "brisk":
+        await runtime.load_stock_whisper()
     app = create_app(config, runtime=runtime, flavor=flavor)
     async with serve_app(app) as base_url:
         yield base_url, app
@@ -73,29 +75,46 @@ async def place_call(
 
 
 def report(result: CallResult) -> dict:
-    """The ``agent call --json`` object: per-turn text and latency, per-processor stats."""
+    """The ``agent call --json`` object: every turn the server saw, its text, flags and latency, and
+    the per-processor stats.
+
+    A turn is the server's (its latency observer's record), not a stretch of speech in the WAV: a
+    pause that ended a turn early shows as a turn ``interrupted`` by the next, and that next one
+    as ``merged`` when it was answered as one question with it (processors/turn_continuation.py).
+    Latencies are measured from the true end of speech in the WAV nearest the turn's own end of
+    speech (within half a second), else from that estimate.
+    """
     records = result.summary.get("turns") or result.caller.turn_records()
+    ends = [_speech_end_of(record, result.utterance_ends) for record in records]
     turns = []
-    for i, end in enumerate(result.utterance_ends):
-        record = records[i] if i < len(records) else {}
-        first_audio = result.caller.first_audible_after(end)
-        next_end = result.utterance_ends[i + 1] if i + 1 < len(result.utterance_ends) else None
-        if first_audio is not None and next_end is not None and first_audio > next_end:
-            first_audio = None  # that audio answered a later turn
-        latency = {"v2v": None if first_audio is None else round((first_audio - end) * 1000, 1)}
+    for i, (record, end) in enumerate(zip(records, ends)):
+        latency: dict = {"v2v": None}
+        if end is not None:
+            first_audio = result.caller.first_audible_after(end)
+            next_end = next((e for e in ends[i + 1:] if e is not None), None)
+            if first_audio is not None and (next_end is None or first_audio <= next_end):
+                latency["v2v"] = round((first_audio - end) * 1000, 1)  # else that audio answered a later turn
         t0 = record.get("t0_monotonic")
         for stage, ms in (record.get("stages_ms") or {}).items():
             # Re-base every stage on the true end of speech in the WAV, not the VAD's estimate.
-            latency[stage] = None if ms is None or t0 is None else round((t0 + ms / 1000 - end) * 1000, 1)
+            latency[stage] = None if ms is None or t0 is None or end is None else round((t0 + ms / 1000 - end) * 1000, 1)
         stages = record.get("stages_ms") or {}
         if stages.get("llm_request") is not None and stages.get("llm_first_token") is not None:
             latency["llm_ttft"] = round(stages["llm_first_token"] - stages["llm_request"], 1)
         if stages.get("tts_first_text") is not None and stages.get("tts_first_audio") is not None:
             latency["tts_ttfb"] = round(stages["tts_first_audio"] - stages["tts_first_text"], 1)
-        turns.append(
-            {"user_text": record.get("user_text", ""), "bot_text": record.get("bot_text", ""), "latency_ms": latency}
-        )
-    return {"turns": turns, "processors": result.summary.get("processors", {})}
+        turns.append({"n": record.get("turn", i + 1), "user_text": record.get("user_text", ""),
+                      "bot_text": record.get("bot_text", ""), "interrupted": bool(record.get("interrupted")),
+                      "merged": bool(record.get("merged")), "latency_ms": latency})
+    return {"turns": turns, "utterances": len(result.utterance_ends), "processors": result.summary.get("processors", {})}
+
+
+def _speech_end_of(record: dict, utterance_ends: list[float]) -> float | None:
+    t0 = record.get("t0_monotonic")
+    if t0 is None:
+        return None
+    nearest = min(utterance_ends, key=lambda e: abs(e - t0), default=None)
+    return nearest if nearest is not None and abs(nearest - t0) <= 0.5 else t0
 
 
 async def run_call(config: BriskConfig, wav_path: str, out_path: str | None = None) -> dict:

@@ -45,6 +45,7 @@ class TurnRow(Base):
     user_text: Mapped[str] = mapped_column(Text, default="")
     bot_text: Mapped[str] = mapped_column(Text, default="")  # as heard: cut where it was interrupted
     interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
+    merged: Mapped[bool] = mapped_column(Boolean, default=False)  # it continued the turn before: one question
     speculative: Mapped[bool] = mapped_column(Boolean, default=False)
     fast_path: Mapped[str | None] = mapped_column(String(64), nullable=True)
     tool_calls: Mapped[list] = mapped_column(JSON, default=list)

@@ -105,6 +105,7 @@ class CallRecords:
             session.add(TurnRow(
                 call_id=call_id, n=int(turn.get("turn") or 0), user_text=turn.get("user_text") or "",
                 bot_text=turn.get("bot_text") or "", interrupted=bool(turn.get("interrupted")),
+                merged=bool(turn.get("merged")),
                 speculative=bool(turn.get("speculative")), fast_path=turn.get("fast_path"),
                 tool_calls=turn.get("tool_calls") or [], latency_ms=turn.get("stages_ms") or {}, created_at=_now()))
             await session.execute(update(CallRow).where(CallRow.id == call_id).values(turn_count=CallRow.turn_count + 1))
@@ -240,6 +241,7 @@ def _call_dict(row: CallRow) -> dict:
 
 def _turn_dict(row: TurnRow) -> dict:
     return {"n": row.n, "user_text": row.user_text, "bot_text": row.bot_text, "interrupted": row.interrupted,
+            "merged": row.merged,
             "speculative": row.speculative, "fast_path": row.fast_path, "tool_calls": row.tool_calls,
             "latency_ms": row.latency_ms, "at": _as_utc(row.created_at).isoformat()}
 

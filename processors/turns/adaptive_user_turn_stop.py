@@ -1,18 +1,23 @@
 """The end of the caller's turn, decided on what was said: soon after a finished sentence, later
 after an unfinished one.
 
-Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): VAD frames and the
-STT's final ``TranscriptionFrame``s. Emits: the turn end, through pipecat's
-``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited for more words) and
-``released_by_timeout`` (of those, the ones that ended at the maximum wait); one log line per hold
-with the reason.
+Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): the caller's
+``InputAudioRawFrame``s, VAD frames and the STT's final ``TranscriptionFrame``s. Emits: the turn
+end, through pipecat's ``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited
+for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait) and
+``held_by_audio`` (held because Smart Turn judged a finished-looking statement unfinished); one
+log line per hold with the reason.
 
 pipecat's ``SpeechTimeoutUserTurnStopStrategy`` ends the turn ``user_speech_timeout`` after the
 VAD stop. This subclass keeps that for words that can end a turn; when they can't
 (``turn_completeness.unfinished``: "My order number is", "two bikes for Saturday,", "um") it holds
 the end until the caller speaks again (the base then discards the pending end, as it does for
 any resumed speech), a later transcript of the turn is finished, or ``max_wait_s`` after the VAD
-stop has passed. Subclasses that settle something at the turn end (speculative drafts) override
+stop has passed. A statement the words call finished (not a question) is also put to
+``audio_check`` (``smart_turn_check.py``, started at the VAD stop so it is ready by the
+timeout), and held the same way when the audio says unfinished. At the longest wait, audio that
+is speech again (the caller resuming, before the VAD has said so) keeps the turn open a moment
+longer. Subclasses that settle something at the turn end (speculative drafts) override
 ``end_of_turn``, which runs only once the hold is over.
 """
 
@@ -20,35 +25,59 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 
+import numpy as np
 from loguru import logger
-from pipecat.frames.frames import Frame, TranscriptionFrame, VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame
+from pipecat.frames.frames import (
+    Frame,
+    InputAudioRawFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
 from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
+from processors.turns.silence_clock import SilenceClock
+from processors.turns.smart_turn_check import MAX_AUDIO_S, SmartTurnCheck
 from processors.turns.turn_completeness import CompletenessRules, unfinished
+
+# At the longest wait, speech in the audio keeps the turn open this much longer for the VAD to
+# confirm it (its start needs 0.2 s of speech).
+_RESUMING_GRACE_S = 0.5
 
 
 class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     """Speech-timeout end of turn that waits up to ``max_wait_s`` after the VAD stop for unfinished words."""
 
-    def __init__(self, *, max_wait_s: float = 1.0, rules: CompletenessRules | None = None, **kwargs):
+    def __init__(self, *, max_wait_s: float = 1.0, rules: CompletenessRules | None = None,
+                 audio_check: SmartTurnCheck | None = None, **kwargs):
         """Create the strategy.
 
         Args:
             max_wait_s: Longest wait after the VAD stop for a turn whose words are unfinished;
                 0 = never wait (the base's fixed timeout).
             rules: What counts as unfinished; ``CompletenessRules()`` when None.
+            audio_check: Smart Turn, for statements whose words look finished; None = words only.
             **kwargs: ``SpeechTimeoutUserTurnStopStrategy`` arguments (``user_speech_timeout``).
         """
         super().__init__(**kwargs)
         self.max_wait_s = max_wait_s
         self.rules = rules or CompletenessRules()
+        self.audio_check = audio_check
         self.held = 0
+        self.held_by_audio = 0
         self.released_by_timeout = 0
+        self.silence = SilenceClock()
         self._finals: list[str] = []
+        self._audio: deque[np.ndarray] = deque()
+        self._audio_samples = 0
+        self._sample_rate = 16000
+        self._verdict: asyncio.Task | None = None
         self._vad_stop_at: float | None = None
         self._hold_task: asyncio.Task | None = None
+        self._held_for_words = False  # else for the audio: a later transcript does not release it
         self._end_args: dict = {}
 
     @property
@@ -68,16 +97,29 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     async def cleanup(self):
         await super().cleanup()
         await self._cancel_hold()
+        if self._verdict is not None:
+            self._verdict.cancel()
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
-        if isinstance(frame, VADUserStartedSpeakingFrame):
+        if isinstance(frame, InputAudioRawFrame):
+            self.silence.add(frame)
+            if self.audio_check is not None:
+                self._keep_audio(frame)
+        elif isinstance(frame, VADUserStartedSpeakingFrame):
             await self._cancel_hold()  # the caller went on: the turn is still theirs
+            self._verdict = None  # it judged the audio up to a pause that is over
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             self._vad_stop_at = time.monotonic()
+            if self.audio_check is not None and self._audio:
+                # Judged now, while the timeout runs, so the verdict is in when the turn may end.
+                samples = np.concatenate(self._audio)
+                self._verdict = asyncio.get_running_loop().create_task(
+                    self.audio_check.probability(samples, self._sample_rate))
         elif isinstance(frame, TranscriptionFrame) and frame.text.strip():
             self._finals.append(frame.text.strip())
         result = await super().process_frame(frame)
-        if isinstance(frame, TranscriptionFrame) and self.holding and unfinished(self.turn_text, self.rules) is None:
+        if (isinstance(frame, TranscriptionFrame) and self.holding and self._held_for_words
+                and unfinished(self.turn_text, self.rules) is None):
             await self._release("the words are finished now")
         return result
 
@@ -90,14 +132,15 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         """End the turn now, unless its words are unfinished and the caller may still go on."""
         if self.holding:
             return
-        reason = unfinished(self.turn_text, self.rules) if self.max_wait_s > 0 else None
         waited = time.monotonic() - self._vad_stop_at if self._vad_stop_at is not None else 0.0
-        if reason is not None and waited < self.max_wait_s:
+        reason, by_audio = (await self._why_unfinished() if self.max_wait_s > 0 and waited < self.max_wait_s
+                            else (None, False))
+        if reason is not None:
             self.held += 1
+            self._held_for_words = not by_audio
             self._end_args = {"enable_user_speaking_frames": enable_user_speaking_frames}
             logger.info(f"{self}: holding the turn end up to {self.max_wait_s - waited:.2f} s: {reason}: [{self.turn_text}]")
-            self._hold_task = self.task_manager.create_task(
-                self._hold(self.max_wait_s - waited), f"{self}::hold")
+            self._hold_task = self.task_manager.create_task(self._hold(self.max_wait_s - waited), f"{self}::hold")
             return
         await self.end_of_turn(enable_user_speaking_frames=enable_user_speaking_frames)
 
@@ -105,15 +148,40 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         """The turn ends (overridden by strategies that settle something then)."""
         await super().trigger_user_turn_stopped(enable_user_speaking_frames=enable_user_speaking_frames)
 
+    async def _why_unfinished(self) -> tuple[str | None, bool]:
+        """Why the turn can't end yet (None: it can), and whether the audio said so rather than the words."""
+        text = self.turn_text
+        reason = unfinished(text, self.rules)
+        if reason is not None or self._verdict is None or not text or text.rstrip().endswith("?"):
+            return reason, False
+        try:
+            probability = await asyncio.wait_for(asyncio.shield(self._verdict), timeout=0.3)
+        except Exception as error:  # no verdict in time (or the model failed): the words decide
+            logger.debug(f"{self}: no Smart Turn verdict ({error!r}): the words decide")
+            return None, False
+        logger.debug(f"{self}: Smart Turn: {probability:.2f} finished: [{text}]")
+        if probability < self.audio_check.threshold:
+            self.held_by_audio += 1
+            return f"Smart Turn says unfinished ({probability:.2f})", True
+        return None, False
+
     async def _hold(self, wait_s: float):
         try:
             await asyncio.sleep(wait_s)
+            grace = 0.0
+            while self._speech_now() and grace < _RESUMING_GRACE_S:
+                await asyncio.sleep(0.02)  # speech again: the VAD's start will cancel this hold
+                grace += 0.02
         except asyncio.CancelledError:
             return
         self._hold_task = None
         self.released_by_timeout += 1
         logger.info(f"{self}: no more words after the longest wait: the turn ends: [{self.turn_text}]")
         await self.end_of_turn(**self._end_args)
+
+    def _speech_now(self) -> bool:
+        # The clock counts only audio this strategy was given: with none, nothing is speech.
+        return self.silence.now_s > 0 and self.silence.silence_s < 0.1
 
     async def _release(self, why: str):
         await self._cancel_hold()
@@ -124,3 +192,11 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         task, self._hold_task = self._hold_task, None
         if task is not None:
             await self.task_manager.cancel_task(task)
+
+    def _keep_audio(self, frame: InputAudioRawFrame):
+        self._sample_rate = frame.sample_rate
+        samples = np.frombuffer(frame.audio, dtype=np.int16)
+        self._audio.append(samples)
+        self._audio_samples += len(samples)
+        while self._audio_samples - len(self._audio[0]) > MAX_AUDIO_S * frame.sample_rate:
+            self._audio_samples -= len(self._audio.popleft())

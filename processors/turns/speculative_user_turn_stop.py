@@ -38,7 +38,6 @@ from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 
 from processors.speculation_stats import Draft, DraftOutcome, SpeculationStats
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.silence_clock import SilenceClock
 from processors.turns.similarity_match import SimilarityMatch
 from processors.turns.stable_partials import Stability, StabilityConfig, StablePartialDetector
 
@@ -85,7 +84,6 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         self._detector = StablePartialDetector(stability)
         self._match_policy = match_policy or SimilarityMatch()
         self.stats = stats or SpeculationStats()
-        self._silence = SilenceClock()
         self._heard_until_s: float | None = None  # audio end of the latest transcript
         self._draft: Draft | None = None
         self._turn_open = False
@@ -112,23 +110,21 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         """Track silence and transcripts, draft on stable ones, and end the turn as the base does."""
-        if isinstance(frame, InputAudioRawFrame):
-            before = self._silence.silence_s
-            after = self._silence.add(frame)
-            if any(before < t <= after for t in self._detector.config.silence_thresholds):
-                await self._draft_if_stable(
-                    self._detector.on_silence(self._silence.silence_after(self._heard_until_s))
-                )
-        elif isinstance(frame, EagerEndOfTurnCancelFrame):
+        silence_before = self.silence.silence_s
+        if isinstance(frame, EagerEndOfTurnCancelFrame):
             await self._on_withdrawn_by_llm()
         elif isinstance(frame, TranscriptionFrame):
             # A final covers its utterance up to the VAD stop. (The adaptive base keeps the
             # turn's finals before the timeout base sees one: that may end the turn at once.)
-            self._heard_until_s = self._silence.now_s
+            self._heard_until_s = self.silence.now_s
 
-        result = await super().process_frame(frame)
+        result = await super().process_frame(frame)  # the base counts audio into self.silence
 
-        if isinstance(frame, TranscriptionFrame):
+        if isinstance(frame, InputAudioRawFrame):
+            silence = self.silence.silence_s
+            if any(silence_before < t <= silence for t in self._detector.config.silence_thresholds):
+                await self._draft_if_stable(self._detector.on_silence(self.silence.silence_after(self._heard_until_s)))
+        elif isinstance(frame, TranscriptionFrame):
             if self._turn_open:
                 await self._on_transcript("")
         elif isinstance(frame, InterimTranscriptionFrame):
@@ -177,7 +173,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         text = self._turn_text(partial)
         if not text:
             return
-        silence = self._silence.silence_after(self._heard_until_s)
+        silence = self.silence.silence_after(self._heard_until_s)
         await self._draft_if_stable(self._detector.feed(text, silence_s=silence))
 
     async def _draft_if_stable(self, stable: Stability | None):

@@ -1,0 +1,313 @@
+"""``agent bench --suite turns``: when does each end-of-turn policy decide the caller is done?
+
+    python -m agent bench --suite turns [--turns N] [--json PATH]
+
+Utterances a caller says (``TURNS_CORPUS``): complete ones, and ones with a 0.5-1.2 s pause
+mid-sentence (after "and", "um", "my number is", inside a list or a spelled name, and some
+with no word that gives the pause away), in eight espeak voices and the recorded CMU ARCTIC
+clip, whole and with a pause put into its comma's gap. Each is played in real time (20 ms
+frames on an absolute schedule) into Brisk's real front end, Silero VAD then the streaming
+Whisper STT, and from there into one pipecat user aggregator per policy, side by side (a
+``ParallelPipeline``), so every policy hears the same audio, the same VAD events and the same
+transcripts at the same moments:
+
+- ``brisk``: Brisk's end of turn as configured (``processors/turns/adaptive_user_turn_stop.py``):
+  the short timeout after finished words, up to ``BRISK_TURN_UNFINISHED_WAIT_SECS`` after
+  unfinished ones, on the words alone (``BRISK_TURN_AUDIO_CHECK`` is off by default).
+- ``brisk_audio``: the same with a statement also put to Smart Turn on the audio
+  (``BRISK_TURN_AUDIO_CHECK=true``).
+- ``brisk_fixed``: Brisk's end of turn before it, pipecat's ``SpeechTimeoutUserTurnStopStrategy``
+  at ``BRISK_TURN_STOP_TIMEOUT_SECS``.
+- ``smart_turn_v3``: stock pipecat's default, ``TurnAnalyzerUserTurnStopStrategy`` with the
+  bundled Smart Turn v3 model on the audio.
+
+A policy's turn end is when its aggregator asks the LLM (``LLMContextFrame``): where the bot
+starts answering. A *false cut-off* is a turn end before the caller has finished (inside a
+pause, or over the words after it). The *end-of-turn delay* is the first turn end after the
+true end of speech (known from the samples), minus that end. Reported per policy: false
+cut-offs on the paused utterances (and on the complete ones, whose own short gaps can cut them
+too), and the delay's P50/P95 on complete utterances; JSON key ``"turns"``.
+
+What this does not include: a caller who goes on after a cut-off is merged into one question
+by ``processors/turn_continuation.py``, so in a call a cut-off costs an answer that is
+cancelled, not a wrong one; here it is counted as the cut-off it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
+from pipecat.pipeline.parallel_pipeline import ParallelPipeline
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator, LLMUserAggregatorParams
+from pipecat.processors.audio.vad_processor import VADProcessor
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
+
+from agent.audio import espeak_speech, find_speech_end, read_wav, speech_segments
+from agent.bench.corpus import Utterance, arctic_a0009_path, spoken
+from agent.bench.overhead import feed_pipeline
+from agent.bench.stats import fmt, percentiles
+from agent.config import BriskConfig, load_config
+from agent.pipeline import make_vad
+from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
+from processors.turns.smart_turn_check import SmartTurnCheck
+from processors.whisper_scheduler import WhisperScheduler
+
+RATE = 16000
+FRAME_S = 0.02
+LEAD_S = 1.0
+# Long enough for Smart Turn's own fallback (3 s of silence) to end a turn it judged incomplete.
+TAIL_S = 3.6
+POLICIES = ("brisk", "brisk_audio", "brisk_fixed", "smart_turn_v3")
+ARCTIC_PAUSE_MS = 800
+
+TURNS_CORPUS: tuple[Utterance, ...] = (
+    # complete
+    spoken("c-open-saturday", "complete", "en-us", 160, "What time do you open on Saturday?"),
+    spoken("c-where-shop", "complete", "en-us+m3", 160, "Where is your shop?"),
+    spoken("c-tune-up", "complete", "en-us+f2", 170, "How much is a basic tune-up?"),
+    spoken("c-cash", "complete", "en-029", 150, "Can I pay with cash?"),
+    spoken("c-book-tomorrow", "complete", "en-gb", 160, "I'd like to book a city bike for tomorrow."),
+    spoken("c-order-number", "complete", "en-gb-x-rp", 155, "My order number is four five seven two."),
+    spoken("c-scooters", "complete", "en-us+f5", 165, "Do you repair electric scooters?"),
+    spoken("c-return-helmet", "complete", "en-gb-scotland", 170, "I bought a helmet last week and I want to return it."),
+    spoken("c-parking", "complete", "en-us", 175, "Is there parking near the shop?"),
+    spoken("c-person", "complete", "en-029", 140, "Can I speak to a person, please?"),
+    spoken("c-thanks", "complete", "en-gb", 160, "That's all, thank you."),
+    spoken("c-book-it", "complete", "en-us+m3", 150, "Yes, please book it."),
+    spoken("c-two-bikes", "complete", "en-us+f2", 160, "Two bikes."),
+    spoken("c-christmas", "complete", "en-gb-x-rp", 150, "Are you open on Christmas Day?"),
+    spoken("c-phone", "complete", "en-us", 185, "What is your phone number?"),
+    spoken("c-order-lost", "complete", "en-gb-scotland", 160, "I think my order is lost."),
+    spoken("c-tune-up-time", "complete", "en-us+f5", 170, "How long does a tune-up take?"),
+    spoken("c-kids-helmets", "complete", "en-029", 160, "Do you sell helmets for children?"),
+    spoken("c-um-rent", "complete", "en-us", 150, "Um, do you rent electric bikes?"),
+    spoken("c-opening-times", "complete", "en-gb", 165, "Could you tell me your opening times?"),
+    spoken("c-cancel", "complete", "en-us+m3", 170, "I'd like to cancel my booking."),
+    spoken("c-arctic", "complete", "arctic", 0, "He turned sharply, and faced Gregson across the table."),
+    # a pause mid-sentence
+    spoken("p-order-number", "paused", "en-us", 160,
+           "My order number is", 900, "four five seven two, and I want to know where it is."),
+    spoken("p-rental-list", "paused", "en-gb", 160,
+           "I would like to rent two bikes for Saturday,", 800, "and a child seat if you have one."),
+    spoken("p-um-close", "paused", "en-us+f2", 160, "Um,", 700, "what time do you close today?"),
+    spoken("p-list", "paused", "en-us+m3", 160, "I need a helmet,", 600, "a lock,", 600, "and a pump."),
+    spoken("p-spelled", "paused", "en-gb-x-rp", 150, "My name is Anna, that's A N", 700, "N A."),
+    spoken("p-because", "paused", "en-029", 155, "I want to return it because", 1000, "it's too small."),
+    spoken("p-phone", "paused", "en-us+f5", 160, "My phone number is five five five", 900, "zero one four two."),
+    spoken("p-tell-me", "paused", "en-gb-scotland", 165, "Could you tell me", 800, "when you open on Sunday?"),
+    spoken("p-wondering", "paused", "en-us", 150, "I was wondering if", 1100, "you rent electric bikes."),
+    spoken("p-and", "paused", "en-gb", 170, "I'd like a city bike and", 600, "an electric bike for Sunday."),
+    spoken("p-uh-flat", "paused", "en-us+m3", 160, "Uh,", 1200, "how much is a flat tire repair?"),
+    spoken("p-has-a", "paused", "en-us+f2", 165, "The bike I bought last week has a", 900, "squeaky brake."),
+    spoken("p-on", "paused", "en-029", 150, "Can I bring it in on", 700, "Monday morning?"),
+    spoken("p-um-mid", "paused", "en-gb-x-rp", 160, "I ordered a lock, um,", 1000, "and it hasn't arrived yet."),
+    spoken("p-do-you-have", "paused", "en-us+f5", 175, "Do you have", 500, "kids' bikes in stock?"),
+    spoken("p-order-long", "paused", "en-gb", 160, "My order number is", 1200, "one two three four."),
+    spoken("p-book", "paused", "en-gb-scotland", 160, "I'd like to book", 800, "two city bikes for tomorrow."),
+    spoken("p-thing-is", "paused", "en-us", 165, "So the thing is,", 900, "my tire keeps going flat."),
+    spoken("p-son-and", "paused", "en-us+m3", 160, "It's for my son and", 700, "my daughter."),
+    spoken("p-price-of", "paused", "en-029", 165, "What's the price of", 600, "an electric bike for a day?"),
+    spoken("p-charged", "paused", "en-us+f2", 170,
+           "Um, I was charged twice for the same order,", 1000, "and I'd like a refund."),
+    spoken("p-arctic", "paused", "arctic", 0, "He turned sharply,", ARCTIC_PAUSE_MS, "and faced Gregson across the table."),
+)
+
+
+@dataclass(frozen=True)
+class TurnClip:
+    utterance: Utterance
+    samples: np.ndarray
+    speech_end_s: float  # the true end of speech (agent.audio.find_speech_end), in stream seconds
+    pauses: tuple[tuple[float, float], ...]  # (start, end) of each mid-sentence pause
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * RATE), dtype=np.int16)
+
+
+def _arctic_parts(utterance: Utterance) -> list[np.ndarray]:
+    """The ARCTIC clip whole, or cut at its comma: the widest quiet gap in its middle."""
+    recorded, _ = read_wav(arctic_a0009_path(), target_rate=RATE)
+    voiced = speech_segments(recorded, RATE, min_gap_s=0.02)
+    speech = recorded[round(voiced[0][0] * RATE): round(voiced[-1][1] * RATE)]
+    if len(utterance.segments) == 1:
+        return [speech]
+    start = voiced[0][0]
+    gaps = [(b_start - a_end, a_end, b_start) for (_, a_end), (b_start, _) in zip(voiced, voiced[1:])
+            if 0.2 < (a_end - start) / (voiced[-1][1] - start) < 0.6]
+    _, cut_from, cut_to = max(gaps)
+    return [recorded[round(voiced[0][0] * RATE): round(cut_from * RATE)],
+            recorded[round(cut_to * RATE): round(voiced[-1][1] * RATE)]]
+
+
+def render_turn(utterance: Utterance) -> TurnClip:
+    """The utterance's audio with lead and tail silence, and where its pauses and its end are."""
+    if utterance.voice == "arctic":
+        parts = _arctic_parts(utterance)
+    else:
+        parts = [espeak_speech(s, utterance.voice, utterance.wpm, RATE) for s in utterance.segments]
+    pieces, pauses, t = [_silence(LEAD_S)], [], LEAD_S
+    for i, part in enumerate(parts):
+        pieces.append(part)
+        t += len(part) / RATE
+        if i < len(utterance.pauses_ms):
+            pause_s = utterance.pauses_ms[i] / 1000
+            pieces.append(_silence(pause_s))
+            pauses.append((t, t + pause_s))
+            t += pause_s
+    pieces.append(_silence(TAIL_S))
+    samples = np.concatenate(pieces)
+    # The end of speech the way every bench finds it (agent call too): espeak's quiet decay after
+    # the last segment is not speech a listener waits for.
+    return TurnClip(utterance, samples, find_speech_end(samples, RATE) or t, tuple(pauses))
+
+
+class _TurnEnds(FrameProcessor):
+    """The end of one policy's branch: notes when its aggregator asked the LLM."""
+
+    def __init__(self, policy: str):
+        super().__init__(name=f"turn-ends-{policy}")
+        self.times: list[float] = []
+        self.asked: list[str] = []  # the user message each turn end wrote
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame) and not frame.speculation:
+            self.times.append(time.monotonic())
+            self.asked.append(str(frame.context.get_messages()[-1].get("content", "")))
+            return  # nothing after this branch answers
+        await self.push_frame(frame, direction)
+
+
+def stop_strategies(policy: str, config: BriskConfig, audio_check: SmartTurnCheck) -> list:
+    if policy in ("brisk", "brisk_audio"):
+        with_audio = policy == "brisk_audio" or config.turn_audio_check
+        return [AdaptiveUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs,
+                                             max_wait_s=config.turn_unfinished_wait_secs,
+                                             audio_check=audio_check if with_audio else None)]
+    if policy == "brisk_fixed":
+        return [SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
+    return default_user_turn_stop_strategies()  # stock pipecat: Smart Turn v3
+
+
+def _branch(policy: str, config: BriskConfig, audio_check: SmartTurnCheck) -> tuple[list, _TurnEnds]:
+    # No interruptions: one branch's turn start must not reach the shared VAD and STT.
+    start = [VADUserTurnStartStrategy(enable_interruptions=False),
+             TranscriptionUserTurnStartStrategy(enable_interruptions=False)]
+    strategies = UserTurnStrategies(start=start, stop=stop_strategies(policy, config, audio_check))
+    aggregator = LLMUserAggregator(LLMContext(), params=LLMUserAggregatorParams(user_turn_strategies=strategies))
+    ends = _TurnEnds(policy)
+    return [aggregator, ends], ends
+
+
+async def play(clip: TurnClip, engine, config: BriskConfig,
+               audio_check: SmartTurnCheck) -> dict[str, tuple[list[float], list[str]]]:
+    """Play ``clip`` into VAD, STT and every policy; each policy's turn ends (stream seconds) and what each asked."""
+    branches = {policy: _branch(policy, config, audio_check) for policy in POLICIES}
+    stt = StreamingWhisperSTTService(engine=engine, scheduler=WhisperScheduler(engine),
+                                     partial_interval_s=config.stt_partial_interval_secs,
+                                     max_utterance_s=config.stt_max_utterance_secs)
+    vad = VADProcessor(vad_analyzer=make_vad(config, "brisk"))
+    started: list[float] = []
+
+    async def feed(worker):
+        step = round(FRAME_S * RATE)
+        t0 = time.monotonic()
+        started.append(t0)
+        for i, offset in enumerate(range(0, len(clip.samples), step)):
+            await asyncio.sleep(max(0.0, t0 + i * FRAME_S - time.monotonic()))
+            chunk = clip.samples[offset: offset + step].tobytes()
+            await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=RATE, num_channels=1))
+        await worker.queue_frame(EndFrame())
+
+    await feed_pipeline([vad, stt, ParallelPipeline(*(b[0] for b in branches.values()))], feed, sample_rate=RATE)
+    return {policy: ([t - started[0] for t in ends.times], ends.asked) for policy, (_, ends) in branches.items()}
+
+
+def judge(clip: TurnClip, ends_s: list[float], asked: list[str] | None = None) -> dict:
+    """One policy on one clip: its turn ends relative to the true end, cut off or not, the delay."""
+    relative = [round((t - clip.speech_end_s) * 1000) for t in ends_s]
+    early = [ms for ms in relative if ms < 0]
+    late = [ms for ms in relative if ms >= 0]
+    judged = {"turn_ends_ms": relative, "cut_off": bool(early), "eot_ms": late[0] if late else None}
+    return {**judged, "asked": asked} if asked is not None else judged
+
+
+def summarize(rows: list[dict]) -> dict:
+    summary = {}
+    for policy in POLICIES:
+        paused = [r[policy] for r in rows if r["kind"] == "paused"]
+        complete = [r[policy] for r in rows if r["kind"] == "complete"]
+        summary[policy] = {
+            "false_cutoffs_paused": sum(j["cut_off"] for j in paused),
+            "false_cutoff_rate_paused": round(sum(j["cut_off"] for j in paused) / len(paused), 3) if paused else None,
+            "false_cutoffs_complete": sum(j["cut_off"] for j in complete),
+            "eot_ms_complete": percentiles([j["eot_ms"] for j in complete if not j["cut_off"]]),
+            "eot_ms_paused": percentiles([j["eot_ms"] for j in paused]),
+            "no_turn_end": sum(j["eot_ms"] is None for j in paused + complete),
+        }
+    return summary
+
+
+async def run_turns(turns: int | None = None, log=print, only: list[str] | None = None) -> dict:
+    """Play the corpus (or its first ``turns`` utterances, or the ``only`` ids) once; every policy on the same audio."""
+    from agent.business.facts import vocabulary_of
+    from agent.models import whisper_model_path
+    from processors.whisper_engine import WhisperEngine
+
+    config = load_config()
+    vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None
+    engine = WhisperEngine.load(str(whisper_model_path(config.whisper_model)),
+                                cpu_threads=config.whisper_threads, vocabulary=vocabulary)
+    audio_check = SmartTurnCheck(threshold=config.turn_audio_check_threshold)
+    corpus = [u for u in TURNS_CORPUS if only is None or u.id in only]
+    if turns is not None:
+        # Both kinds even when cut short: alternate complete and paused.
+        complete = [u for u in corpus if u.kind == "complete"]
+        paused = [u for u in corpus if u.kind == "paused"]
+        corpus = [u for pair in zip(complete, paused) for u in pair][:turns]
+    rows = []
+    for i, utterance in enumerate(corpus, 1):
+        clip = render_turn(utterance)
+        ends = await play(clip, engine, config, audio_check)
+        row = {"id": utterance.id, "kind": utterance.kind, "voice": utterance.voice, "text": utterance.text,
+               "speech_end_s": round(clip.speech_end_s, 3), "pauses_s": [[round(a, 3), round(b, 3)] for a, b in clip.pauses],
+               **{policy: judge(clip, *ends[policy]) for policy in POLICIES}}
+        rows.append(row)
+        log(f"[{i}/{len(corpus)}] {utterance.id}: " + ", ".join(
+            f"{p} {'CUT ' if row[p]['cut_off'] else ''}{fmt(row[p]['eot_ms'])} ms" for p in POLICIES))
+    return {
+        "method": __doc__.split("\n\n")[2].replace("\n", " "),
+        "config": {"vad_stop_secs": config.vad_stop_secs, "turn_stop_timeout_secs": config.turn_stop_timeout_secs,
+                   "turn_unfinished_wait_secs": config.turn_unfinished_wait_secs,
+                   "turn_audio_check": config.turn_audio_check,
+                   "turn_audio_check_threshold": config.turn_audio_check_threshold, "whisper_model": config.whisper_model,
+                   "utterances": len(rows), "paused": sum(r["kind"] == "paused" for r in rows)},
+        "policies": summarize(rows),
+        "utterances": rows,
+    }
+
+
+def format_turns(result: dict) -> str:
+    c = result["config"]
+    lines = [
+        f"End of turn: {c['utterances']} utterances ({c['paused']} with a pause mid-sentence), "
+        f"same audio, VAD and transcripts for every policy",
+        f"{'policy':<16}{'cut-offs (paused)':>19}{'cut-offs (complete)':>21}{'EOT P50':>9}{'EOT P95':>9}",
+    ]
+    for policy, s in result["policies"].items():
+        rate = s["false_cutoff_rate_paused"]
+        lines.append(
+            f"{policy:<16}{str(s['false_cutoffs_paused']) + (f' ({rate:.0%})' if rate is not None else ''):>19}"
+            f"{s['false_cutoffs_complete']:>21}{fmt(s['eot_ms_complete']['p50']):>9}{fmt(s['eot_ms_complete']['p95']):>9}"
+        )
+    return "\n".join(lines)

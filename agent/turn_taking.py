@@ -1,0 +1,77 @@
+"""How a call's turns start and end: the user turn strategies, the continuation of a turn cut
+by a pause, and the keypad's digits as words; Brisk's and stock pipecat's.
+
+``agent/pipeline.py`` puts these in each call's pipeline; ``python -m agent bench --suite turns``
+runs the stop strategies on the same audio to compare them.
+"""
+
+from __future__ import annotations
+
+from pipecat.processors.aggregators.dtmf_aggregator import DTMFAggregator
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from agent.config import BriskConfig
+from processors.speculation_stats import SpeculationStats
+from processors.turn_continuation import TurnContinuation
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
+from processors.turns.similarity_match import SimilarityMatch
+from processors.turns.smart_turn_check import SmartTurnCheck
+from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.turns.stable_partials import StabilityConfig
+
+
+def make_turn_strategies(
+    config: BriskConfig, flavor: str, speculation: SpeculationStats | None = None,
+    audio_check: SmartTurnCheck | None = None,
+) -> UserTurnStrategies:
+    """``audio_check``: the process's Smart Turn model (``Resources.turn_check``), None = words only."""
+    if flavor == "stock":
+        return UserTurnStrategies()  # pipecat defaults: VAD/transcription start, Smart Turn v3 stop
+    if flavor == "stock_tuned":
+        # What a pipecat user who tunes for speed picks: pipecat's speech timeout at Brisk's.
+        return UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)])
+    # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
+    # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
+    if speculation is None:
+        return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
+            user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs,
+            audio_check=audio_check)])
+    # The same end of turn, plus drafts from stable partials, kept or cancelled at the turn end.
+    stability = StabilityConfig(
+        consecutive=config.speculation_stable_partials,
+        tail_chars=config.speculation_tail_chars,
+        min_chars=config.speculation_min_chars,
+        end_words=tuple(config.speculation_end_words),
+        silence_s=config.speculation_silence_secs or None,
+        question_min_chars=config.speculation_question_min_chars or None,
+        min_silence_s=config.speculation_min_silence_secs,
+    )
+    return UserTurnStrategies(
+        stop=[
+            SpeculativeUserTurnStopStrategy(
+                user_speech_timeout=config.turn_stop_timeout_secs,
+                max_wait_s=config.turn_unfinished_wait_secs,
+                audio_check=audio_check,
+                stability=stability,
+                match_policy=SimilarityMatch(config.speculation_match_threshold),
+                stats=speculation,
+            )
+        ]
+    )
+
+
+def make_continuation(config: BriskConfig, flavor: str, context: LLMContext) -> list:
+    """A caller going on after a pause gets one answer to the whole question; stock has none."""
+    if flavor != "brisk" or config.turn_continuation_window_secs <= 0:
+        return []
+    return [TurnContinuation(context, window_s=config.turn_continuation_window_secs,
+                             heard_s=config.turn_continuation_heard_secs)]
+
+
+def make_dtmf(config: BriskConfig, flavor: str) -> list:
+    """Keypad digits become the caller's words ("DTMF: 4572#"), pipecat's way; stock has none."""
+    if flavor != "brisk":
+        return []
+    return [DTMFAggregator(timeout=config.dtmf_timeout_secs)]

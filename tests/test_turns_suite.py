@@ -1,0 +1,64 @@
+"""The end-of-turn suite (``python -m agent bench --suite turns``): its corpus, how a policy's turn
+ends are judged, and the command itself on a few utterances."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from agent.bench.turns import POLICIES, TURNS_CORPUS, TurnClip, judge, render_turn, summarize
+
+
+def test_the_corpus_has_forty_utterances_half_with_a_pause_in_several_voices_and_the_recording():
+    paused = [u for u in TURNS_CORPUS if u.kind == "paused"]
+    complete = [u for u in TURNS_CORPUS if u.kind == "complete"]
+    assert len(TURNS_CORPUS) >= 40 and len(paused) >= 20 and len(complete) >= 20
+    assert all(500 <= p <= 1200 for u in paused for p in u.pauses_ms)
+    assert len({u.voice for u in TURNS_CORPUS}) >= 8 and {"arctic"} <= {u.voice for u in paused}
+    assert len({u.id for u in TURNS_CORPUS}) == len(TURNS_CORPUS)
+
+
+@pytest.mark.parametrize("utterance_id", ["p-list", "p-arctic"])
+def test_a_paused_utterance_is_silent_in_its_pauses_and_ends_with_its_last_words(utterance_id):
+    [utterance] = [u for u in TURNS_CORPUS if u.id == utterance_id]
+    clip = render_turn(utterance)
+    assert len(clip.pauses) == len(utterance.pauses_ms)
+    for (start, end), pause_ms in zip(clip.pauses, utterance.pauses_ms):
+        assert end - start == pytest.approx(pause_ms / 1000, abs=0.001)
+        assert not clip.samples[round(start * 16000): round(end * 16000)].any()
+        assert end < clip.speech_end_s
+    # After the end of speech nothing is within 40 dB of the loudest sample (agent.audio.find_speech_end).
+    after = np.abs(clip.samples[round((clip.speech_end_s + 0.02) * 16000):].astype(np.int32))
+    assert after.max(initial=0) < np.abs(clip.samples.astype(np.int32)).max() / 100 * 1.5
+
+
+def test_a_turn_end_before_the_caller_finished_is_a_cut_off_and_the_first_one_after_is_the_delay():
+    clip = TurnClip(TURNS_CORPUS[0], np.zeros(16000, dtype=np.int16), speech_end_s=3.0, pauses=((1.5, 2.3),))
+    assert judge(clip, [2.0, 3.45]) == {"turn_ends_ms": [-1000, 450], "cut_off": True, "eot_ms": 450}
+    assert judge(clip, [3.4]) == {"turn_ends_ms": [400], "cut_off": False, "eot_ms": 400}
+    assert judge(clip, []) == {"turn_ends_ms": [], "cut_off": False, "eot_ms": None}
+    rows = [{"kind": "paused", **{p: judge(clip, [2.0, 3.45]) for p in POLICIES}},
+            {"kind": "complete", **{p: judge(clip, [3.4]) for p in POLICIES}}]
+    summary = summarize(rows)["brisk"]
+    assert summary["false_cutoff_rate_paused"] == 1.0 and summary["false_cutoffs_complete"] == 0
+    assert summary["eot_ms_complete"]["p50"] == 400 and summary["no_turn_end"] == 0
+
+
+@pytest.mark.e2e
+def test_the_suite_command_writes_the_turns_json_for_every_policy(tmp_path):
+    out = tmp_path / "turns.json"
+    proc = subprocess.run([sys.executable, "-m", "agent", "bench", "--suite", "turns", "--turns", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, env=os.environ)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())["turns"]
+    assert set(result["policies"]) == set(POLICIES)
+    assert [u["kind"] for u in result["utterances"]] == ["complete", "paused"]
+    for policy in POLICIES:
+        complete = result["utterances"][0][policy]
+        assert complete["eot_ms"] is not None and complete["eot_ms"] > 0 and not complete["cut_off"]
+    # The first paused utterance ("My order number is", 0.9 s, ...): the fixed timeout cuts it.
+    assert result["utterances"][1]["brisk_fixed"]["cut_off"]
+    assert "End of turn" in proc.stdout
