@@ -450,14 +450,15 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     run = subprocess.run(
         [sys.executable, "-m", "agent", "bench", "--quick", "--turns", "2", "--json", str(out), "--plot", str(png)],
-        cwd=REPO, capture_output=True, text=True, timeout=280,
+        cwd=REPO, capture_output=True, text=True, timeout=420,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "voice-to-voice" in run.stdout and "B/A" in run.stdout
 
     result = json.loads(out.read_text())
-    assert {"stock", "brisk", "ratio", "turns", "machine", "config"} <= set(result)
-    for flavor in ("stock", "brisk"):
+    assert {"stock", "stock_tuned", "brisk", "ratio", "ratio_tuned", "turns", "machine", "config"} <= set(result)
+    assert "B/T" in run.stdout
+    for flavor in ("stock", "stock_tuned", "brisk"):
         side = result[flavor]
         assert set(side["v2v_ms"]) >= {"p50", "p95", "mean"}
         assert set(side["stages_ms"]) == set(WAYPOINTS)
@@ -465,15 +466,17 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
         assert side["v2v_ms"]["p50"] > 0
         assert side["v2v_ms"]["p50"] <= side["v2v_ms"]["p95"]
     assert result["ratio"]["v2v_p50"] > 0 and result["ratio"]["v2v_p95"] > 0
+    assert result["ratio_tuned"]["v2v_p50"] > 0 and result["ratio_tuned"]["method"].startswith("brisk/stock_tuned")
     assert result["config"]["llm"] == "scripted"
     # The scripted LLM reports usage like OpenAI, so the tokens are the server's own count.
     assert result["config"]["llm_tokens_source"] == "usage"
 
     turns = result["turns"]
-    assert len(turns) == 4
-    # Interleaved per utterance: both sides hear utterance 0, then both hear utterance 1.
-    assert [t["pair"] for t in turns] == [0, 0, 1, 1]
-    assert {t["side"] for t in turns[:2]} == {t["side"] for t in turns[2:]} == {"stock", "brisk"}
+    assert len(turns) == 6
+    # Interleaved per utterance: every side hears utterance 0, then every side hears utterance 1.
+    assert [t["pair"] for t in turns] == [0, 0, 0, 1, 1, 1]
+    assert {t["side"] for t in turns[:3]} == {t["side"] for t in turns[3:]} == {"stock", "stock_tuned", "brisk"}
+    assert turns[0]["side"] != turns[3]["side"]  # who goes first rotates
     for t in turns:
         assert t["outcome"] in {"answered", "no_audio", "no_llm_answer"}
         if not t["answered"]:
@@ -495,7 +498,7 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
     barge_in = result["brisk"]["barge_in"]
     assert "barge_in" not in result["stock"]
     assert {"stop_ms", "decision_ms", "stale_frames", "backchannel_false_interruptions"} <= set(barge_in)
-    for key in ("stop_ms", "decision_ms"):
+    for key in ("stop_ms", "stop_at_caller_ms", "decision_ms"):
         assert {"p50", "p95"} <= set(barge_in[key])
         assert barge_in[key]["n"] >= 1 and 0 <= barge_in[key]["p50"] <= barge_in[key]["p95"]
     assert barge_in["interjections"] == barge_in["interruptions_requested"] >= 3
