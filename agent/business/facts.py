@@ -305,6 +305,12 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     mentioned = _words(question) | _words(answer)
     unknown = index.unknown_words(question)
     strict = bool(unknown)
+    # A claim about what the caller asked that the file does not know, their word said back in a
+    # statement ("The parking near the shop is at 42 Harbor Lane."), is made up from the facts
+    # that happened to be retrieved.
+    if any(unknown & _words(sentence) for sentence in _SENTENCE.findall(answer)
+           if sentence.strip() and not _not_a_claim(sentence)):
+        return False
     for number in numbers_in(answer) - numbers_in(question):
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & mentioned)
                    for line in facts):
