@@ -66,6 +66,7 @@ class WebhookSender:
         self.failed_attempts = 0
         self._client = client or httpx.AsyncClient(timeout=POST_TIMEOUT_S)
         self._task: asyncio.Task | None = None
+        self._retry_at: float | None = None  # time.monotonic() of the earliest retry this round set
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="webhook-sender")
@@ -79,6 +80,7 @@ class WebhookSender:
     async def _run(self) -> None:
         while True:
             self.records.delivery_owed.clear()
+            self._retry_at = None
             try:
                 batch = await self.records.claim_deliveries(limit=20, lease_s=POST_TIMEOUT_S * 3)
                 await asyncio.gather(*(self._deliver(*row) for row in batch))
@@ -88,8 +90,10 @@ class WebhookSender:
                 logger.exception("webhook: could not read the outbox; trying again shortly")
                 batch = []
             if len(batch) < 20:
+                # Until a new call ends, the first retry of this round is due, or the poll.
+                wait = POLL_S if self._retry_at is None else min(POLL_S, max(0.0, self._retry_at - time.monotonic()))
                 try:
-                    await asyncio.wait_for(self.records.delivery_owed.wait(), POLL_S)
+                    await asyncio.wait_for(self.records.delivery_owed.wait(), wait)
                 except asyncio.TimeoutError:
                     pass
 
@@ -111,3 +115,5 @@ class WebhookSender:
         after = min(MAX_RETRY_S, self.retry_s * 2 ** attempts) * random.uniform(0.8, 1.2)
         logger.warning(f"webhook: delivery {delivery_id} failed ({error}); retry {attempts + 1} in {after:.1f} s")
         await self.records.retry_later(delivery_id, after_s=after, error=error)
+        due = time.monotonic() + after
+        self._retry_at = due if self._retry_at is None else min(self._retry_at, due)
