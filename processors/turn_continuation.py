@@ -81,8 +81,6 @@ class TurnContinuation(FrameProcessor):
                 self._resumed_at = now
             elif isinstance(frame, UserStartedSpeakingFrame):
                 self._continuing = self._goes_on(self._resumed_at or now)
-                logger.debug(f"{self}: the caller started a turn: continuing {self._continuing} (ended "
-                             f"{self._turn_ended_at}, bot from {self._bot_started_at}, resumed {self._resumed_at}, now {now})")
             elif isinstance(frame, LLMContextUserTurnFrame):
                 # The aggregator has just written the user message, and its request (or the draft
                 # it commits) is answered from this context after this frame: merge it now.

@@ -80,7 +80,7 @@ class WebhookSender:
     async def _run(self) -> None:
         while True:
             self.records.delivery_owed.clear()
-            self._retry_at = None
+            self._retry_at = None  # set by this round's failed deliveries
             try:
                 batch = await self.records.claim_deliveries(limit=20, lease_s=POST_TIMEOUT_S * 3)
                 await asyncio.gather(*(self._deliver(*row) for row in batch))
