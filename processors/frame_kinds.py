@@ -13,6 +13,8 @@ from pipecat.frames.frames import (
     EagerEndOfTurnCancelFrame,
     EndFrame,
     InterimTranscriptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
     LLMContextFrame,
     LLMTextFrame,
     OutputAudioRawFrame,
@@ -52,10 +54,12 @@ BOT_START = 1 << 11
 BOT_STOP = 1 << 12
 PIPELINE_END = 1 << 13
 EAGER_CANCEL = 1 << 14
+LLM_START = 1 << 15
+LLM_END = 1 << 16
 # Stages read where a frame enters its processor, and where a frame is pushed.
 ENTER_KINDS = CONTEXT | EAGER_CANCEL | TTS_TEXT_IN
 BOUNDARY_KINDS = VAD_START | USER_START | VAD_STOP | USER_STOP | BOT_STOP | PIPELINE_END
-PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START
+PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START | LLM_START | LLM_END
 
 STT, LLM, TTS, OUTPUT, PLUMBING = 1, 2, 4, 8, 16
 
@@ -86,6 +90,8 @@ def frame_kind(cls: type) -> int:
         (BotStoppedSpeakingFrame, BOT_STOP),
         ((EndFrame, CancelFrame), PIPELINE_END),
         (EagerEndOfTurnCancelFrame, EAGER_CANCEL),
+        (LLMFullResponseStartFrame, LLM_START),
+        (LLMFullResponseEndFrame, LLM_END),
     )
     for base, bit in checks:
         if issubclass(cls, base):

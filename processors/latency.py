@@ -71,7 +71,7 @@ class _ProcessorTrack:
 class _Turn:
     __slots__ = (
         "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path",
-        "merged",
+        "merged", "answering", "paused_ns", "said_since_pause",
     )
 
     def __init__(self, n: int, start_ns: int):
@@ -85,6 +85,9 @@ class _Turn:
         self.speculative = False
         self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
         self.merged = False  # it continued the turn before (UserTurnContinuedFrame): one question
+        self.answering = False  # an LLM response is open (its start pushed, its end not yet)
+        self.paused_ns: int | None = None  # the bot stopped while the answer was still coming
+        self.said_since_pause = False  # the LLM gave words after that stop: more audio is due
 
     def mark(self, stage: str, ts: int):
         self.stages.setdefault(stage, ts)
@@ -145,7 +148,10 @@ class LatencyObserver(BaseObserver):
 
     **Per turn.** A turn opens at ``VADUserStartedSpeakingFrame`` or
     ``UserStartedSpeakingFrame`` and closes when the output transport pushes
-    ``BotStoppedSpeakingFrame`` after the turn's first audio, when the next turn starts, or
+    ``BotStoppedSpeakingFrame`` after the turn's first audio and after the LLM's
+    ``LLMFullResponseEndFrame`` (a stop while the answer is still streaming is a gap in it;
+    when the answer ends with nothing more to say, the turn closes at that stop), when the
+    next turn starts, or
     when the pipeline ends (the last two give ``"interrupted": true``; a turn without
     ``first_audio_out`` went unanswered). Each stage is the first occurrence in the turn of:
 
@@ -256,6 +262,12 @@ class LatencyObserver(BaseObserver):
     def processor_samples(self) -> dict[str, list[float]]:
         """Each processor's samples in the window, in seconds (what the percentiles are taken from)."""
         return {t.name: [s / 1e9 for s in t.samples] for t in self._tracks.values() if t.samples}
+
+    @property
+    def answering(self) -> bool:
+        """The open turn's answer is still on its way or being spoken (its turn closes after it)."""
+        turn = self._turn
+        return turn is not None and (turn.answering or "first_audio_out" in turn.stages)
 
     def summary(self) -> dict[str, Any]:
         """``{"processors": processor_stats(), "turns": [closed turn records]}``."""
@@ -392,15 +404,31 @@ class LatencyObserver(BaseObserver):
                 # Answered from the business's facts: no request, no first token, same answer.
                 turn.fast_path = frame.metadata[FAST_PATH]
                 turn.bot_text.append(frame.text)
+            else:
+                return
+            if turn.paused_ns is not None and any(c.isalnum() for c in frame.text):
+                turn.said_since_pause = True
+        elif kind & (kinds.LLM_START | kinds.LLM_END):
+            if role == kinds.LLM and turn.responding:
+                turn.answering = bool(kind & kinds.LLM_START)
+                if not turn.answering and turn.paused_ns is not None and not turn.said_since_pause:
+                    # The bot's last stop was the end of the answer: nothing speakable came after.
+                    await self._close_turn(turn.paused_ns, interrupted=False)
         elif kind & kinds.TTS_AUDIO:
             if role == kinds.TTS and "tts_first_text" in turn.stages:
                 turn.mark("tts_first_audio", ts)
         elif kind & kinds.BOT_START:
             if role == kinds.OUTPUT and turn.responding:
                 turn.mark("first_audio_out", ts)
+                turn.paused_ns = None
         elif kind & kinds.BOT_STOP:
             if role == kinds.OUTPUT and "first_audio_out" in turn.stages:
-                await self._close_turn(ts, interrupted=False)
+                if turn.answering:
+                    # The audio ran dry before the LLM finished (a slow decode under load): a
+                    # gap in the answer, not its end.
+                    turn.paused_ns, turn.said_since_pause = ts, False
+                else:
+                    await self._close_turn(ts, interrupted=False)
 
     async def _on_user_started(self, kind: int, ts: int):
         turn = self._turn

@@ -11,6 +11,7 @@ encoder window"), so a partial costs about a third of the encoder work.
 
 import asyncio
 import math
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,24 @@ def whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
     if sample_rate == SAMPLE_RATE:
         return audio
     return soxr.resample(audio, sample_rate, SAMPLE_RATE, quality="VHQ")
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+")
+
+
+def without_repeated_sentences(text: str) -> str:
+    """``text`` with a sentence that repeats the one just before it dropped.
+
+    Whisper's known repetition loop: on a window with silence after the speech, tiny.en writes
+    the whole utterance twice ("Can I talk to a person, please? Can I talk to a person,
+    please?"), which the LLM then reads as two requests. A caller who really says a sentence
+    twice loses nothing by hearing it answered once.
+    """
+    kept: list[str] = []
+    for sentence in _SENTENCE_BREAK.split(text):
+        if not kept or sentence.strip().lower() != kept[-1].strip().lower():
+            kept.append(sentence)
+    return " ".join(kept)
 
 
 @dataclass(frozen=True)
@@ -219,7 +238,7 @@ class WhisperEngine:
         # Same recovery of the average log prob as faster-whisper (length_penalty 1).
         avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
         capped = len(self._prompt) + len(tokens) >= max_length
-        text = self._tokenizer.decode(tokens).strip()
+        text = without_repeated_sentences(self._tokenizer.decode(tokens).strip())
         return WhisperResult(text, result.no_speech_prob, avg_logprob, window), capped
 
     def _transcribe_long(self, audio: np.ndarray) -> WhisperResult:

@@ -10,6 +10,7 @@ import time
 from loguru import logger
 
 from pipecat.frames.frames import (
+    BotStoppedSpeakingFrame,
     Frame,
     InputAudioRawFrame,
     LLMContextFrame,
@@ -23,6 +24,7 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.services.tts_service import TextAggregationMode
 from processors.latency import STAGES, LatencyObserver
 from tests.fakes.delay_processor import (
     DelayedEmitProcessor,
@@ -300,3 +302,55 @@ async def test_the_rest_of_an_interrupted_response_is_not_charged_to_the_next_tu
     assert first["stages_ms"]["llm_first_token"] is None
     _assert_causal_waterfall(second)
     assert second["bot_text"] == "It is ten. Bye."
+
+
+def _slow_answer_pipeline(tokens: list[str], stops: list, on_stop=lambda: None):
+    stt = DelayedSTTService(text="when are you open", delay_s=STT_DELAY)
+    llm = DelayedLLMService(tokens=tokens, delay_s=LLM_DELAY, gap_s=1.5)
+    # Token by token, and a short idle before TTSStoppedFrame: the bot stops within the gap.
+    tts = DelayedTTSService(delay_s=TTS_DELAY, text_aggregation_mode=TextAggregationMode.TOKEN,
+                            stop_frame_timeout_s=0.3)
+
+    def tap(frame):
+        if isinstance(frame, BotStoppedSpeakingFrame):
+            stops.append(frame)
+            on_stop()
+
+    tap = DelayProcessor(0, on_frame=tap)
+    return Pipeline([stt, llm, tts, InstantOutputTransport(), tap])
+
+
+async def test_a_gap_in_a_slow_answer_does_not_close_the_turn_before_the_answer_ends():
+    # Under load the LLM decodes slower than the bot speaks: the bot stops between sentences
+    # and starts again. The turn is the whole answer, and it closes once, after its last audio.
+    observer, stops = LatencyObserver(), []
+    pipeline = _slow_answer_pipeline(["We open at nine. ", "We close at six."], stops)
+    frames = _user_turn(answer=False) + [LLMContextFrame(LLMContext()), SleepFrame(2.5)]
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    assert len(stops) >= 2, "the bot did not stop in the gap: the test proves nothing"
+    [record] = observer.turns
+    assert record["bot_text"] == "We open at nine. We close at six."
+    assert record["interrupted"] is False
+
+
+async def test_an_answer_that_ends_with_nothing_more_to_say_closes_at_the_bots_last_stop():
+    observer, stops = LatencyObserver(), []
+    pipeline = _slow_answer_pipeline(["We open at nine.", " "], stops)
+    frames = _user_turn(answer=False) + [LLMContextFrame(LLMContext()), SleepFrame(2.5)]
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    [record] = observer.turns
+    assert record["bot_text"] == "We open at nine."
+    assert record["interrupted"] is False  # closed at the stop, not by the pipeline's end
+
+
+async def test_an_answer_in_a_gap_is_still_answering_until_its_turn_closes():
+    observer, stops, answering_at_stops = LatencyObserver(), [], []
+    pipeline = _slow_answer_pipeline(["We open at nine. ", "We close at six."], stops,
+                                     on_stop=lambda: answering_at_stops.append(observer.answering))
+    frames = _user_turn(answer=False) + [LLMContextFrame(LLMContext()), SleepFrame(2.5)]
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    assert answering_at_stops[0] is True  # the gap: place_call does not hang up here
+    assert observer.answering is False and len(observer.turns) == 1

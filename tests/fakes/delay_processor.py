@@ -162,17 +162,19 @@ class DelayedSTTService(STTService):
 class DelayedLLMService(LLMService):
     """Answers each ``LLMContextFrame`` with ``tokens``, the first ``delay_s`` after the request."""
 
-    def __init__(self, *, tokens: Sequence[str], delay_s: float, **kwargs):
+    def __init__(self, *, tokens: Sequence[str], delay_s: float, gap_s: float = 0.0, **kwargs):
         """Create the service.
 
         Args:
             tokens: The response, as the text of successive ``LLMTextFrame``s.
             delay_s: Time from the request to the first token.
+            gap_s: Time between tokens (a slow decode: the bot's audio can run dry).
             **kwargs: Passed to ``LLMService``.
         """
         super().__init__(settings=_nothing_supported(LLMSettings), **kwargs)
         self._tokens = list(tokens)
         self.delay_s = delay_s
+        self.gap_s = gap_s
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         """Stream the response to a context; pass other frames on."""
@@ -180,7 +182,9 @@ class DelayedLLMService(LLMService):
         if isinstance(frame, LLMContextFrame):
             await self.push_frame(LLMFullResponseStartFrame())
             await asyncio.sleep(self.delay_s)
-            for token in self._tokens:
+            for n, token in enumerate(self._tokens):
+                if n and self.gap_s:
+                    await asyncio.sleep(self.gap_s)
                 await self.push_frame(LLMTextFrame(token))
             await self.push_frame(LLMFullResponseEndFrame())
         else:
