@@ -123,6 +123,13 @@ class BriskConfig(BaseSettings):
     stt_vocabulary: bool = Field(
         True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords."
     )
+    stt_second_opinion: Literal["off", "tiny.en", "base"] = Field(
+        "base", description="Whisper model that hears a final again when the first was unsure (beam search); off = never."
+    )
+    stt_second_opinion_beam: int = Field(5, ge=1, description="Beam width of the second opinion.")
+    stt_doubt_below: float = Field(
+        -0.4, le=0, description="A final whose average token log probability is below this gets the second opinion."
+    )
     stt_partial_interval_secs: float = Field(
         0.2, gt=0, description="Target cadence of partial transcripts while the user speaks (stretches under load)."
     )

@@ -63,7 +63,8 @@ class Runtime:
 
         # Load ASR and TTS while the LLM server boots: they are independent.
         whisper_engine = await asyncio.to_thread(self._load_whisper, whisper_path)
-        self._components["asr"]["ready"] = True
+        second_opinion = await asyncio.to_thread(self._load_second_opinion)
+        self._components["asr"].update({"ready": True, "second_opinion": second_opinion.name if second_opinion else None})
         hibari_voice = await asyncio.to_thread(self._load_tts)
         self._components["tts"]["ready"] = True
         turn_check = await asyncio.to_thread(self._load_turn_check)
@@ -92,7 +93,8 @@ class Runtime:
             config=config,
             whisper_model_path=whisper_path,
             whisper_engine=whisper_engine,
-            whisper_scheduler=WhisperScheduler(whisper_engine),
+            whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
+                                               doubt_below=config.stt_doubt_below),
             hibari_voice=hibari_voice,
             llm_client=make_openai_client(
                 base_url=base_url,
@@ -127,6 +129,24 @@ class Runtime:
 
         vocabulary = vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
         return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=vocabulary)
+
+    def _load_second_opinion(self):
+        """The engine that hears doubtful finals again, or None (off, or its model not installed)."""
+        config = self.config
+        if config.stt_second_opinion == "off":
+            return None
+        from processors.whisper_engine import WhisperEngine
+
+        from agent.business.facts import vocabulary_of
+
+        try:
+            path = models.whisper_model_path(config.stt_second_opinion, config.models_dir)
+        except models.ModelError as error:  # base ships in optional packages: run without it
+            logger.warning(f"Whisper second opinion off: {error}")
+            return None
+        vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None
+        return WhisperEngine.load(str(path), cpu_threads=config.whisper_threads, vocabulary=vocabulary,
+                                  beam_size=config.stt_second_opinion_beam, name=f"{config.stt_second_opinion}-review")
 
     async def load_stock_whisper(self) -> None:
         """The stock pipelines' faster-whisper model, loaded once and off the event loop, as Brisk's is."""

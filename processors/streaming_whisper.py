@@ -261,7 +261,8 @@ class StreamingWhisperSTTService(STTService):
             utterance.start_sample,
             self._stream_samples - round(stop_secs * utterance.sample_rate),
         )
-        if utterance.job is None and self._covers(utterance.last_partial, speech_end):
+        if (utterance.job is None and self._covers(utterance.last_partial, speech_end)
+                and not self._scheduler.doubts(utterance.last_partial.result)):
             await self._push_final(utterance, utterance.last_partial, reused=True)
             return
         self._final_task = self.create_task(
@@ -361,18 +362,24 @@ class StreamingWhisperSTTService(STTService):
                 # Its audio ends before the speech did, so it cannot become the final.
                 await self.cancel_task(job)
                 self.partial_stats.cancelled_jobs += 1
-        if self._covers(utterance.last_partial, speech_end):
-            await self._push_final(utterance, utterance.last_partial, reused=True)
-            return
-        end_sample = utterance.end_sample
+        end_sample, audio = utterance.end_sample, utterance.samples()
+        reused = self._covers(utterance.last_partial, speech_end)
         try:
-            result = await self._scheduler.transcribe(utterance.samples(), owner=self, final=True)
+            if reused:
+                source = utterance.last_partial
+            else:
+                result = await self._scheduler.transcribe(audio, owner=self, final=True)
+                if result is None:
+                    return
+                source = _Partial(end_sample, result)
+            if self._scheduler.doubts(source.result):
+                reviewed = await self._scheduler.review(audio, source.result, owner=self)
+                if reviewed is not source.result:
+                    source, reused = _Partial(end_sample, reviewed), False
         except Exception as e:
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
             return
-        if result is None:
-            return
-        await self._push_final(utterance, _Partial(end_sample, result), reused=False)
+        await self._push_final(utterance, source, reused=reused)
 
     async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool):
         if reused:

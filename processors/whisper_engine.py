@@ -109,7 +109,7 @@ class WhisperEngine:
     """
 
     def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper",
-                 vocabulary: str | None = None):
+                 vocabulary: str | None = None, beam_size: int = 1):
         """Wrap an already loaded model.
 
         Args:
@@ -119,8 +119,11 @@ class WhisperEngine:
             vocabulary: Words the callers will say (names, products), given to Whisper the
                 way faster-whisper gives ``hotwords``: as previous text before the
                 transcript, which makes those words likelier ("shop" over "sharp").
+            beam_size: Beam search width: 1 (greedy) for the partials' speed; wider for an
+                engine that gives a second opinion on a doubtful final.
         """
         self._model = model
+        self.beam_size = beam_size
         self.language = language
         self.name = name
         self._tokenizer = Tokenizer(
@@ -154,6 +157,7 @@ class WhisperEngine:
         name: str | None = None,
         warm_up: bool = True,
         vocabulary: str | None = None,
+        beam_size: int = 1,
     ) -> "WhisperEngine":
         """Load a CTranslate2 Whisper model directory.
 
@@ -166,11 +170,13 @@ class WhisperEngine:
             name: Model name for metrics; defaults to the directory name.
             warm_up: Run one dummy transcription now, so the first real one is not cold.
             vocabulary: Words the callers will say (see ``__init__``).
+            beam_size: Beam search width (see ``__init__``).
         """
         model = WhisperModel(
             str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads
         )
-        engine = cls(model, language=language, name=name or Path(model_path).name, vocabulary=vocabulary)
+        engine = cls(model, language=language, name=name or Path(model_path).name, vocabulary=vocabulary,
+                     beam_size=beam_size)
         if warm_up:
             engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
         return engine
@@ -227,7 +233,7 @@ class WhisperEngine:
         result = self._model.model.generate(
             encoder_output,
             [self._prompt],
-            beam_size=1,
+            beam_size=self.beam_size,
             max_length=max_length,
             return_scores=True,
             return_no_speech_prob=True,
@@ -245,7 +251,8 @@ class WhisperEngine:
         # Past 30 s a single window cannot hold the clip: let faster-whisper seek through it.
         # It drops non-speech segments with the same rule, so report the most speech-like one.
         segments, _ = self._model.transcribe(
-            audio, language=self.language, beam_size=1, condition_on_previous_text=False, hotwords=self.vocabulary
+            audio, language=self.language, beam_size=self.beam_size, condition_on_previous_text=False,
+            hotwords=self.vocabulary
         )
         segments = list(segments)
         window = self._model.feature_extractor.nb_max_frames

@@ -4,13 +4,18 @@ Consumes transcription requests from the calls' STT services: a clip, whether it
 (the user's turn waits on it) or a partial, and which call asks. Returns the engine's result.
 Measures ``load`` (jobs running or waiting), which the STT services read to slow their partial
 cadence instead of queueing more work, and per-kind counts of jobs run, superseded and
-cancelled.
+cancelled, and of finals reviewed and changed by the second opinion.
 
 The rules, because one CTranslate2 model transcribes one clip at a time:
 - finals before partials: a caller whose turn just ended must not wait behind another call's
   partial;
 - at most one partial per call waiting: a newer partial from the same call replaces the one
   still queued (its audio is older), which then returns ``None``;
+- a final Whisper is unsure of (average log probability below ``doubt_below``: over the
+  codec, tiny.en's mishearings "Car, I bet we'd cash" or "What a special dining to reach the
+  shop" score -0.7 to -1.1, its right answers mostly above -0.3) is heard again by the
+  ``second_opinion`` engine (base, beam search), and the surer of the two is the final; the
+  review is a final's job too, so it waits behind no partial;
 - a cancelled job that has not started never runs, and one that has started stops between
   encoding and decoding (CTranslate2 cannot stop inside either), so cancelling frees the
   engine for the next job (the engine runs on a thread of its own, not the default pool the
@@ -33,6 +38,13 @@ from processors.whisper_engine import WhisperEngine, WhisperResult
 FINAL, PARTIAL = 0, 1  # priorities: lower runs first
 
 
+def surer(first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
+    """The second opinion when it heard words and is surer of them than the first; else the first."""
+    if second is None or not second.transcript or second.avg_logprob <= first.avg_logprob:
+        return first
+    return second
+
+
 @dataclass(order=True)
 class _Job:
     priority: int
@@ -42,13 +54,17 @@ class _Job:
     future: asyncio.Future = field(compare=False, repr=False)
     cancelled: threading.Event = field(compare=False, default_factory=threading.Event)
     task: asyncio.Task | None = field(compare=False, default=None, repr=False)
+    engine: WhisperEngine | None = field(compare=False, default=None, repr=False)  # None: the main one
 
 
 class WhisperScheduler:
     """Runs every call's transcriptions on one engine, finals first; see the module docstring."""
 
-    def __init__(self, engine: WhisperEngine):
+    def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
+                 doubt_below: float = -0.4):
         self.engine = engine
+        self.second_opinion = second_opinion
+        self.doubt_below = doubt_below
         self._queue: list[_Job] = []
         self._running: _Job | None = None
         self._seq = itertools.count()
@@ -60,8 +76,25 @@ class WhisperScheduler:
         """Jobs running or waiting."""
         return len(self._queue) + (self._running is not None)
 
+    def doubts(self, result: WhisperResult | None) -> bool:
+        """A final with words Whisper is unsure of, which the second opinion should hear."""
+        return (self.second_opinion is not None and result is not None and bool(result.transcript)
+                and result.avg_logprob < self.doubt_below)
+
+    async def review(self, audio: np.ndarray, first: WhisperResult, *, owner: object) -> WhisperResult:
+        """The surer of ``first`` and the second opinion on the same ``audio``."""
+        second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion)
+        self.counts["reviewed"] += 1
+        kept = surer(first, second)
+        self.counts["reviewed_changed"] += kept is not first
+        return kept
+
     async def transcribe(self, audio: np.ndarray, *, owner: object, final: bool) -> WhisperResult | None:
         """Transcribe ``audio`` for ``owner`` (one call's STT); None when a newer partial replaced it."""
+        return await self._run(audio, owner=owner, final=final, engine=None)
+
+    async def _run(self, audio: np.ndarray, *, owner: object, final: bool,
+                   engine: WhisperEngine | None) -> WhisperResult | None:
         kind = "final" if final else "partial"
         loop = asyncio.get_running_loop()
         if not final:
@@ -71,7 +104,7 @@ class WhisperScheduler:
                     self.counts["partial_superseded"] += 1
             self._queue = [j for j in self._queue if not j.future.done()]
             heapq.heapify(self._queue)
-        job = _Job(FINAL if final else PARTIAL, next(self._seq), owner, audio, loop.create_future())
+        job = _Job(FINAL if final else PARTIAL, next(self._seq), owner, audio, loop.create_future(), engine=engine)
         heapq.heappush(self._queue, job)
         self._ensure_worker(loop)
         try:
@@ -99,7 +132,7 @@ class WhisperScheduler:
                 continue
             self._running = job
             job.task = asyncio.ensure_future(
-                self.engine.transcribe_async(job.audio, should_stop=job.cancelled.is_set)
+                (job.engine or self.engine).transcribe_async(job.audio, should_stop=job.cancelled.is_set)
             )
             # wait(), not await: the caller cancelling its job must not end this loop.
             await asyncio.wait({job.task})

@@ -24,6 +24,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.streaming_whisper import StreamingWhisperSTTService
 from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
+from processors.whisper_scheduler import WhisperScheduler
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import normalize_text, paced_frames, synthesize_speech
 
@@ -213,6 +214,22 @@ async def test_a_partial_covering_the_speech_end_becomes_the_final_without_anoth
     assert finals[0].text == stt.partial_stats.jobs[-1].text
     assert len(fake.calls) == len(stt.partial_stats.jobs)
     assert stt.partial_stats.reused_finals == 1 and stt.partial_stats.transcribed_finals == 0
+
+
+async def test_a_covering_partial_whisper_was_unsure_of_is_heard_again_before_it_is_the_final():
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    second = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.2, label="reviewed")
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=WhisperScheduler(unsure, second_opinion=second))
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    utterance_start = 0.5 + START_SECS - PREROLL_S
+    assert final.text == second.text_for(round((1.7 - utterance_start) * SAMPLE_RATE))
+    assert not final.reused_partial
+    assert len(second.calls) == 1 and len(unsure.calls) == len(stt.partial_stats.jobs)
 
 
 async def test_without_reuse_the_final_is_a_fresh_transcription_of_the_whole_utterance():

@@ -123,3 +123,45 @@ async def test_a_caller_talking_for_a_minute_does_not_hold_up_another_callers_fi
     assert finished["asker"] < finished["talker"]
     assert len(talker_finals) >= 5  # 60 s in utterances of at most 10 s
     assert max(f.audio_end_s - f.audio_start_s for f in talker_finals) <= 10.0 + 0.5 + 0.05
+
+
+async def test_a_final_whisper_is_unsure_of_is_heard_again_and_the_surer_transcript_wins():
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    sure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.2, label="reviewed")
+    scheduler = WhisperScheduler(unsure, second_opinion=sure, doubt_below=-0.4)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+
+    assert scheduler.doubts(first)
+    reviewed = await scheduler.review(clip(1.0), first, owner=object())
+    assert reviewed.text == sure.text_for(SAMPLE_RATE)
+    assert scheduler.counts["reviewed"] == scheduler.counts["reviewed_changed"] == 1
+
+
+async def test_a_second_opinion_less_sure_than_the_first_is_not_taken_and_a_sure_final_is_not_reviewed():
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    unsurer = SlowWhisperEngine(delay_s=0.01, avg_logprob=-1.5, label="reviewed")
+    scheduler = WhisperScheduler(unsure, second_opinion=unsurer, doubt_below=-0.4)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+
+    assert await scheduler.review(clip(1.0), first, owner=object()) is first
+    assert scheduler.counts["reviewed_changed"] == 0
+    assert not WhisperScheduler(SlowWhisperEngine(), second_opinion=unsurer).doubts(
+        await WhisperScheduler(SlowWhisperEngine()).transcribe(clip(1.0), owner=object(), final=True))
+    assert not WhisperScheduler(unsure).doubts(first)  # no second opinion: nothing to doubt with
+
+
+async def test_a_review_waits_behind_no_partial():
+    engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
+    second = SlowWhisperEngine(delay_s=0.05, label="reviewed")
+    scheduler = WhisperScheduler(engine, second_opinion=second)
+    a, b = object(), object()
+    first = await scheduler.transcribe(clip(1.0), owner=a, final=True)
+
+    running = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False))
+    await asyncio.sleep(0.01)
+    queued = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
+    await asyncio.sleep(0)
+    review = asyncio.create_task(scheduler.review(clip(1.5), first, owner=a))
+    await asyncio.gather(running, queued, review)
+
+    assert second.calls[0].ended_at <= engine.calls[-1].started_at  # the review ran before the queued partial

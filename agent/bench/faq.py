@@ -213,16 +213,19 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
 
 
 def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
-    """WER and fast-path agreement per Whisper model, with and without the business vocabulary."""
+    """WER and fast-path agreement per Whisper model, with and without the business vocabulary, and
+    for the default: tiny.en with base's second opinion on the finals it is unsure of."""
     from agent.business.facts import vocabulary_of
     from agent.business.intents import IntentMatcher
     from agent.models import whisper_model_path
     from processors.whisper_engine import WhisperEngine
+    from processors.whisper_scheduler import WhisperScheduler, surer
 
     business = config.business_definition
     matcher = IntentMatcher(business)
     vocabulary = vocabulary_of(business)
     results = {}
+    engines = {}
     for model in ("tiny.en", "base"):
         try:
             path = whisper_model_path(model, config.models_dir)
@@ -230,24 +233,35 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
             results[model] = {"error": str(error)}
             continue
         for with_vocabulary in (False, True):
-            engine = WhisperEngine.load(str(path), cpu_threads=config.whisper_threads,
-                                        vocabulary=vocabulary if with_vocabulary else None)
-            wers, agree, intents_heard = [], 0, 0
-            for question, clip in zip(questions, clips):
-                audio = clip.samples.astype(np.float32) / 32768.0
-                heard = engine.transcribe(audio)
-                text = heard.transcript if heard else ""
-                wers.append(word_error_rate(question.utterance.text, text))
-                meant = matcher.match(question.utterance.text)
-                got = matcher.match(text)
-                agree += (meant and meant[0]) == (got and got[0])
-                intents_heard += got is not None
-            key = f"{model}{' +vocabulary' if with_vocabulary else ''}"
-            results[key] = {
-                "wer": round(float(np.mean(wers)), 3),
-                "intent_agreement": round(agree / len(questions), 3),
-                "fast_path_matches": intents_heard,
-            }
+            engines[f"{model}{' +vocabulary' if with_vocabulary else ''}"] = WhisperEngine.load(
+                str(path), cpu_threads=config.whisper_threads, vocabulary=vocabulary if with_vocabulary else None)
+    if "base +vocabulary" in engines:
+        engines["tiny.en +vocabulary +second opinion"] = (
+            engines["tiny.en +vocabulary"],
+            WhisperEngine.load(str(whisper_model_path("base", config.models_dir)), cpu_threads=config.whisper_threads,
+                               vocabulary=vocabulary, beam_size=config.stt_second_opinion_beam))
+    for key, engine in engines.items():
+        first, second = engine if isinstance(engine, tuple) else (engine, None)
+        scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below)
+        wers, agree, intents_heard, reviewed = [], 0, 0, 0
+        for question, clip in zip(questions, clips):
+            audio = clip.samples.astype(np.float32) / 32768.0
+            heard = first.transcribe(audio)
+            if scheduler.doubts(heard):  # as the scheduler's review does, without its queue
+                reviewed += 1
+                heard = surer(heard, second.transcribe(audio))
+            text = heard.transcript if heard else ""
+            wers.append(word_error_rate(question.utterance.text, text))
+            meant = matcher.match(question.utterance.text)
+            got = matcher.match(text)
+            agree += (meant and meant[0]) == (got and got[0])
+            intents_heard += got is not None
+        results[key] = {
+            "wer": round(float(np.mean(wers)), 3),
+            "intent_agreement": round(agree / len(questions), 3),
+            "fast_path_matches": intents_heard,
+            **({"reviewed": reviewed} if second is not None else {}),
+        }
     return results
 
 

@@ -46,6 +46,7 @@ class SlowWhisperEngine:
         no_speech_prob: float = 0.01,
         avg_logprob: float = -0.2,
         clock: Callable[[], float] = time.monotonic,
+        label: str = "heard",
     ):
         """Set how long each call takes and the confidences every result reports.
 
@@ -55,7 +56,9 @@ class SlowWhisperEngine:
             avg_logprob: Reported with every result.
             clock: Seconds clock for the call log (e.g. the pipeline's, to line calls up with
                 observer timestamps).
+            label: The transcript's first word, to tell two engines' transcripts apart.
         """
+        self.label = label
         self.delay_s = delay_s
         self.clock = clock
         self.no_speech_prob = no_speech_prob
@@ -64,10 +67,9 @@ class SlowWhisperEngine:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    @staticmethod
-    def text_for(samples: int) -> str:
+    def text_for(self, samples: int) -> str:
         """The transcript this engine gives for ``samples`` samples of audio."""
-        return f"heard {samples} samples"
+        return f"{self.label} {samples} samples"
 
     async def transcribe_async(self, audio: np.ndarray, should_stop=None) -> WhisperResult:
         """Sleep ``delay_s``, log the call, and name the audio length in the text."""
