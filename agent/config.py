@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.business.model import Business, BusinessError, load_business
 from agent.business.prompt import system_prompt as business_prompt
+from agent.security.access import is_loopback_host
 
 
 class ConfigError(Exception):
@@ -38,6 +39,25 @@ class BriskConfig(BaseSettings):
         default_factory=list,
         description="STUN/TURN URLs offered to WebRTC peers; empty = host candidates only (offline).",
     )
+    api_key: str | None = Field(
+        None, description="Bearer key for server-to-server clients: offers and LiveKit tokens without a page's call token."
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins of the pages that may start calls (https://shop.example); this server's own page always may.",
+    )
+    allow_open: bool = Field(
+        False, description="Accept calls with no credential even when reachable from elsewhere (a demo, behind your own gate)."
+    )
+    call_token_ttl_secs: int = Field(60, ge=5, description="How long a page's single-use call token stays valid.")
+    rate_limit_per_minute: int = Field(
+        30, ge=1, description="Requests a minute per client address to each public route group (sessions, offers, ICE, tokens, Twilio)."
+    )
+    rate_limit_burst: int = Field(10, ge=1, description="Requests a client may make at once before the per-minute rate applies.")
+    turn_secret: str | None = Field(
+        None, description="coturn use-auth-secret: TURN URLs in ice_servers get short-lived credentials made with it."
+    )
+    turn_ttl_secs: int = Field(3600, ge=60, description="How long a page's TURN credential stays valid.")
     max_offer_bytes: int = Field(
         65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413."
     )
@@ -367,7 +387,25 @@ class BriskConfig(BaseSettings):
             raise ValueError("tts=cartesia needs BRISK_CARTESIA_API_KEY")
         if self.livekit_url and not (self.livekit_api_key and self.livekit_api_secret):
             raise ValueError("livekit_url needs BRISK_LIVEKIT_API_KEY and BRISK_LIVEKIT_API_SECRET too")
+        if not self.listens_locally and not self.allow_open and not (self.api_key or self.allowed_origins):
+            raise ValueError(
+                f"Brisk listens on {self.host}, reachable from elsewhere, with no credential for calls: set "
+                "BRISK_ALLOWED_ORIGINS (the origins of the pages that may start calls) and/or BRISK_API_KEY "
+                "(server-to-server clients), or BRISK_ALLOW_OPEN=true to let anyone call (README Security)")
+        if self.public_url and not self.twilio_auth_token:
+            raise ValueError("public_url faces Twilio's webhooks to the internet: set BRISK_TWILIO_AUTH_TOKEN too, "
+                             "so only Twilio's signed requests start calls")
         return self
+
+    @property
+    def listens_locally(self) -> bool:
+        """The server listens on loopback only: nobody on another machine can reach it."""
+        return is_loopback_host(self.host)
+
+    @property
+    def calls_open(self) -> bool:
+        """Calls start with no credential: on loopback with none configured (make run), or allow_open."""
+        return self.allow_open or (self.listens_locally and not (self.api_key or self.allowed_origins))
 
     @property
     def embedded_llm(self) -> bool:

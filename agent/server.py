@@ -1,8 +1,9 @@
 """The HTTP app: composes the page, every transport's routes, health and metrics.
 
     GET  /            the browser client (web/, package data)
-    POST /api/offer, PATCH /api/offer    browser calls (agent/transports/webrtc.py)
-    GET  /healthz     per-component JSON; 200 only when models and LLM are ready
+    POST /api/session, POST /api/offer, PATCH /api/offer    browser calls (agent/transports/webrtc.py)
+    GET  /healthz     {"ready"}; 200 only when models and LLM are ready; per-component details
+                      for the operator (BRISK_OPERATOR_KEY, or this machine when none is set)
     GET  /metrics     Prometheus metrics (agent/metrics.py)
     POST /twilio/voice, WS /ws/twilio    phone calls (agent/transports/twilio.py)
     GET  /api/livekit/token              a caller's LiveKit room token (agent/transports/livekit.py)
@@ -13,7 +14,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from importlib import resources
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
@@ -22,8 +23,10 @@ from agent.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import Flavor
-from agent.records.api import records_router
+from agent.records.api import operator_check, records_router
 from agent.runtime import Runtime
+from agent.security.access import Access
+from agent.security.ice_servers import page_ice_servers
 from agent.transports.livekit import token_router
 from agent.transports.twilio import TwilioPhone
 from agent.transports.webrtc import WebRTCSignalling
@@ -40,6 +43,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
     runtime = runtime or Runtime(config)
     # One limit for every transport of this process, taken before any pipeline is built.
     admission = CallAdmission(config.max_calls)
+    access = Access.for_config(config)
     max_duration = config.call_max_duration_secs or None
     webrtc = WebRTCSignalling(
         runtime,
@@ -48,6 +52,8 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         max_offer_bytes=config.max_offer_bytes,
         max_duration_s=max_duration,
         flavor=flavor,
+        access=access,
+        page_ice_servers=lambda: page_ice_servers(config.ice_servers, config.turn_secret, config.turn_ttl_secs),
     )
     calls = webrtc.calls
     phone = TwilioPhone(
@@ -58,6 +64,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         busy_text=config.busy_text,
         max_duration_s=max_duration,
         flavor=flavor,
+        access=access,
     )
     metrics = BriskMetrics(tracer=setup_tracing(config.otlp_endpoint))
     calls.listeners.append(metrics.listener("webrtc"))
@@ -86,10 +93,15 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
     app.state.admission = admission
     app.state.phone = phone
     app.state.metrics = metrics
+    app.state.access = access
+    is_operator = operator_check(config.operator_key)
 
     @app.get("/healthz")
-    async def healthz():
+    async def healthz(request: Request):
         ready, body = runtime.health()
+        if not is_operator(request):
+            # Process ids, file paths and the LLM's URL are the operator's to see.
+            return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
         body["calls"] = admission.active
         body["calls_by_transport"] = admission.by_transport()
         return JSONResponse(body, status_code=200 if ready else 503)
@@ -104,6 +116,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
             config.livekit_api_secret,
             ttl_secs=config.livekit_token_ttl_secs,
             agent_name=config.livekit_agent_name,
+            access=access,
         )
     )
     app.include_router(records_router(runtime, config.operator_key))

@@ -120,7 +120,7 @@ class AnswerCheckMixin:
             return
         self._refused = True
         self.refusals += 1
-        logger.warning(f"{self}: answer not supported by the business facts, not said: "
-                       f"[{self._question}] -> [{candidate.strip()}]")
+        logger.warning(f"{self}: an answer not supported by the business facts was not said")
+        logger.debug(f"{self}: not said: [{self._question}] -> [{candidate.strip()}]")  # DEBUG: what was said
         text = f" {self._unsupported_text}" if self._said else self._unsupported_text
         await super().push_frame(LLMTextFrame(text), FrameDirection.DOWNSTREAM)

@@ -151,9 +151,9 @@ class LatencyObserver(BaseObserver):
     ``BotStoppedSpeakingFrame`` after the turn's first audio and after the LLM's
     ``LLMFullResponseEndFrame`` (a stop while the answer is still streaming is a gap in it;
     when the answer ends with nothing more to say, the turn closes at that stop), when the
-    next turn starts, or
-    when the pipeline ends (the last two give ``"interrupted": true``; a turn without
-    ``first_audio_out`` went unanswered). Each stage is the first occurrence in the turn of:
+    next turn starts, or when the pipeline ends (the last two give ``"interrupted": true``;
+    a turn without ``first_audio_out`` went unanswered). Each stage is the first occurrence
+    in the turn of:
 
     - ``vad_stop``: ``VADUserStoppedSpeakingFrame`` pushed by anyone;
     - ``stt_final``: ``TranscriptionFrame`` pushed by an ``STTService``;
@@ -178,7 +178,7 @@ class LatencyObserver(BaseObserver):
     The reference (0 ms) is the true end of speech when :meth:`mark_speech_end` gave one for
     the turn (``"reference": "speech_end"``), otherwise the VAD stop minus the VAD's
     ``stop_secs`` (``"vad_estimate"``); with neither, ``reference``, ``t0_monotonic`` and
-    every stage are None. A closed turn's record, logged as one ``turn-latency {json}`` line,
+    every stage are None. A closed turn's record, logged (DEBUG) as one ``turn-latency {json}`` line,
     appended to ``turns`` and passed to every turn listener::
 
         {"turn": 1, "user_text": str, "bot_text": str,
@@ -406,8 +406,7 @@ class LatencyObserver(BaseObserver):
                 turn.bot_text.append(frame.text)
             else:
                 return
-            if turn.paused_ns is not None and any(c.isalnum() for c in frame.text):
-                turn.said_since_pause = True
+            turn.said_since_pause |= turn.paused_ns is not None and any(c.isalnum() for c in frame.text)
         elif kind & (kinds.LLM_START | kinds.LLM_END):
             if role == kinds.LLM and turn.responding:
                 turn.answering = bool(kind & kinds.LLM_START)
@@ -424,8 +423,7 @@ class LatencyObserver(BaseObserver):
         elif kind & kinds.BOT_STOP:
             if role == kinds.OUTPUT and "first_audio_out" in turn.stages:
                 if turn.answering:
-                    # The audio ran dry before the LLM finished (a slow decode under load): a
-                    # gap in the answer, not its end.
+                    # A slow decode let the audio run dry: a gap in the answer, not its end.
                     turn.paused_ns, turn.said_since_pause = ts, False
                 else:
                     await self._close_turn(ts, interrupted=False)
@@ -459,7 +457,7 @@ class LatencyObserver(BaseObserver):
             return
         record = self._build_record(turn, close_ns, interrupted)
         self.turns.append(record)
-        logger.info("turn-latency " + json.dumps(record))
+        logger.debug("turn-latency " + json.dumps(record))  # DEBUG: it holds what was said
         for listener in self._listeners:
             try:
                 result = listener(record)

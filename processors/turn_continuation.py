@@ -117,7 +117,7 @@ class TurnContinuation(FrameProcessor):
         text = f"{messages[before]['content'].strip()} {messages[last]['content'].strip()}".strip()
         context.set_messages([*messages[:before], {"role": "user", "content": text}])
         if log:
-            logger.info(f"{self}: the caller went on after a pause: one turn [{text}]")
+            logger.debug(f"{self}: the caller went on after a pause: one turn [{text}]")
         return text
 
 

@@ -24,9 +24,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def compose(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+# The secrets a deployment must choose: the file has no defaults for them.
+SECRETS = {"LIVEKIT_API_KEY": "lk-key", "LIVEKIT_API_SECRET": "lk-secret", "BRISK_API_KEY": "api-key"}
+
+
+def compose(*args: str, env: dict[str, str] | None = None, secrets: bool = True) -> subprocess.CompletedProcess:
     # Only PATH and HOME from this shell: the defaults in the file are what is checked.
     clean = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    if secrets:
+        clean.update(SECRETS)
     return subprocess.run(
         [COMPOSE, "-f", "docker-compose.yml", "--profile", "gpu", "--profile", "cpu", *args],
         cwd=REPO,
@@ -46,6 +52,14 @@ def resolved(**env: str) -> dict:
 def test_the_compose_file_validates():
     result = compose("config", "-q")
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_the_compose_file_has_no_default_secrets_and_names_the_one_missing(missing):
+    env = {name: value for name, value in SECRETS.items() if name != missing}
+    result = compose("config", "-q", env=env, secrets=False)
+    assert result.returncode != 0
+    assert missing in result.stderr
 
 
 def test_livekit_workers_a_shared_llm_per_profile_and_prometheus_are_defined():
@@ -111,6 +125,7 @@ def test_the_brisk_services_environment_is_a_valid_brisk_config(service, monkeyp
     assert config.livekit_url == "ws://livekit:7880"
     assert config.host == "0.0.0.0"
     assert not config.otlp_endpoint and not config.twilio_auth_token
+    assert config.api_key == "api-key" and not config.calls_open  # reachable from elsewhere: closed
 
 
 def test_the_services_run_brisk_cli_commands():

@@ -354,3 +354,17 @@ async def test_an_answer_in_a_gap_is_still_answering_until_its_turn_closes():
 
     assert answering_at_stops[0] is True  # the gap: place_call does not hang up here
     assert observer.answering is False and len(observer.turns) == 1
+
+
+async def test_what_the_caller_and_the_bot_said_is_not_logged_above_debug():
+    pipeline, _ = _voice_pipeline()
+    observer = LatencyObserver()
+    logged = []
+    sink = logger.add(lambda m: logged.append(m.record["message"]), level="INFO")
+    try:
+        await run_test(pipeline, frames_to_send=_user_turn(), observers=[observer])
+    finally:
+        logger.remove(sink)
+
+    assert observer.turns and observer.turns[0]["user_text"] == "what time is it"
+    assert not [m for m in logged if "what time is it" in m or "It is ten" in m]

@@ -31,6 +31,7 @@ from agent.transports.twilio import (
     TwilioPhone,
     busy_twiml,
     stream_token,
+    stream_token_valid,
     stream_twiml,
     webhook_params,
 )
@@ -205,7 +206,7 @@ async def test_webhooks_without_a_valid_signature_are_rejected_when_an_auth_toke
 
     assert [r.status_code for r in (unsigned, forged, tampered)] == [403, 403, 403]
     assert signed.status_code == 200
-    assert stream_of(signed.text)[1] == {"token": stream_token(AUTH_TOKEN, "CA42")}
+    assert stream_token_valid(AUTH_TOKEN, "CA42", stream_of(signed.text)[1]["token"])
 
 
 async def test_the_signature_is_twilios_documented_hmac_sha1_of_url_and_sorted_parameters():
@@ -259,7 +260,7 @@ async def test_the_webhook_checks_the_url_twilio_signed_port_query_and_repeated_
 
     assert [r.status_code for r in (with_port, every_value, query, forwarded, direct)] == [200] * 5
     assert [r.status_code for r in (one_value, query_unsigned, behind_proxy)] == [403] * 3
-    assert stream_of(with_port.text)[1] == {"token": stream_token(AUTH_TOKEN, "CA43")}
+    assert stream_token_valid(AUTH_TOKEN, "CA43", stream_of(with_port.text)[1]["token"])
 
 
 async def test_the_twiml_is_twilios_stream_and_busy_verbs_escaped():
@@ -332,6 +333,13 @@ async def test_a_phone_caller_hears_the_answer_and_hangs_up_cleanly(phone_runtim
         )
         await client.connect()
         requests_before = len(llm.requests)
+        # The stream token works once: a second stream with it is refused; the call goes on.
+        await wait_until(lambda: server.calls, timeout=10)
+        replay = TwilioMediaStreamClient(f"ws://{server.host}{STREAM_PATH}", call_sid="CA7", custom_parameters=parameters)
+        await replay.connect()
+        await asyncio.wait_for(replay.closed.wait(), 10)
+        await replay.close()
+        assert replay.close_code == 1008
 
         spoken = await client.say(samples)
         end = spoken.time_of_sample(speech_end)

@@ -9,6 +9,8 @@
   // served the deprecated bot-output format.
   const RTVI_VERSION = "2.2.0";
   const OFFER_URL = "/api/offer";
+  // A single-use call token and the ICE servers (TURN credentials short-lived) for one call.
+  const SESSION_URL = "/api/session";
   // Non-trickle signalling: the offer carries every candidate, but a host that
   // never finishes gathering must not hold the call up.
   const ICE_GATHERING_CAP_MS = 2000;
@@ -118,7 +120,9 @@
       s.mic = await openMicrophone();
       if (s.closed) return release(s);
       s.micAnalyser = analyse(s, s.mic);
-      s.pc = createPeerConnection(s);
+      s.callSession = await openSession(s);
+      if (s.closed) return release(s);
+      s.pc = createPeerConnection(s, s.callSession.ice_servers || []);
       await negotiate(s);
     } catch (err) {
       if (!s.closed) fail(s, err.message || String(err));
@@ -178,10 +182,24 @@
     }
   }
 
-  function createPeerConnection(s) {
-    // No STUN/TURN: host candidates are enough on one machine or a LAN, and
-    // nothing outside may be reachable.
-    const pc = new RTCPeerConnection({ iceServers: [] });
+  async function openSession(s) {
+    let response;
+    try {
+      response = await fetch(SESSION_URL, { method: "POST", signal: s.abort.signal });
+    } catch (err) {
+      if (s.closed) return {};
+      throw new Error(`server unreachable (${err.message})`);
+    }
+    if (!response.ok) {
+      throw new Error(`no call token, HTTP ${response.status}: ${await errorText(response)}`);
+    }
+    return response.json();
+  }
+
+  function createPeerConnection(s, iceServers) {
+    // The server's STUN/TURN (BRISK_ICE_SERVERS); none = host candidates only, enough on
+    // one machine or a LAN.
+    const pc = new RTCPeerConnection({ iceServers });
     // The server only listens for a data channel, so the client opens it.
     s.dc = pc.createDataChannel("brisk", { ordered: true });
     s.dc.addEventListener("open", () => onChannelOpen(s));
@@ -203,11 +221,14 @@
     if (s.closed) return;
     const body = { sdp: s.pc.localDescription.sdp, type: s.pc.localDescription.type };
     if (s.pcId) Object.assign(body, { pc_id: s.pcId, restart_pc: false });
+    const headers = { "Content-Type": "application/json" };
+    // The token works once: a renegotiation of the call in progress needs none.
+    if (!s.pcId && s.callSession && s.callSession.token) headers["X-Brisk-Call-Token"] = s.callSession.token;
     let response;
     try {
       response = await fetch(OFFER_URL, {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers,
         body: JSON.stringify(body),
         signal: s.abort.signal,
       });

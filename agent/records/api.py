@@ -22,22 +22,33 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse
 
 
-def operator_only(operator_key: str | None):
-    """A FastAPI dependency: 401 unless the request carries the operator key (or, with none set, is local)."""
+def operator_check(operator_key: str | None):
+    """Whether a request is the operator's: it carries the operator key (or, with none set, is local)."""
 
-    async def check(request: Request) -> None:
+    def is_operator(request: Request) -> bool:
         if operator_key is None:
             host = request.client.host if request.client else ""
             try:
-                if ipaddress.ip_address(host).is_loopback:
-                    return
+                return ipaddress.ip_address(host).is_loopback
             except ValueError:
-                pass
-            raise HTTPException(401, "call records are only served to this machine unless BRISK_OPERATOR_KEY is set")
+                return False
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), operator_key.encode()):
-            raise HTTPException(401, "send the operator key: Authorization: Bearer <BRISK_OPERATOR_KEY>",
-                                headers={"WWW-Authenticate": "Bearer"})
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), operator_key.encode())
+
+    return is_operator
+
+
+def operator_only(operator_key: str | None):
+    """A FastAPI dependency: 401 unless the request is the operator's (``operator_check``)."""
+    is_operator = operator_check(operator_key)
+
+    async def check(request: Request) -> None:
+        if is_operator(request):
+            return
+        if operator_key is None:
+            raise HTTPException(401, "call records are only served to this machine unless BRISK_OPERATOR_KEY is set")
+        raise HTTPException(401, "send the operator key: Authorization: Bearer <BRISK_OPERATOR_KEY>",
+                            headers={"WWW-Authenticate": "Bearer"})
 
     return check
 

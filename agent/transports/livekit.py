@@ -34,14 +34,13 @@ import datetime
 import logging
 import math
 import os
-import re
 import secrets
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import uvicorn
-from fastapi import APIRouter, FastAPI, HTTPException
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from livekit import api
 from loguru import logger
@@ -51,14 +50,15 @@ from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.call_control import CallControl
 from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
+from agent.records.api import operator_check
 from agent.runtime import Runtime
+from agent.security.access import Access
 from processors.openai_llm import make_openai_client
 
 if TYPE_CHECKING:
     from livekit.agents import JobContext, JobRequest
 
 TOKEN_PATH = "/api/livekit/token"
-ROOM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Without it each job thread's first start loads livekit-agents' own VAD and turn-detector
 # weights (~250 MB) into the worker, for models Brisk never uses.
 PRELOAD_ENV = "LIVEKIT_AGENTS_PRELOAD_LOCAL_INFERENCE"
@@ -111,8 +111,11 @@ def token_router(
     *,
     ttl_secs: int = 600,
     agent_name: str = "",
+    access: Access | None = None,
 ) -> APIRouter:
-    """``GET /api/livekit/token``; answers 503 until LiveKit is configured.
+    """``GET /api/livekit/token``; answers 503 until LiveKit is configured. The server names a
+    fresh room per request and the token grants that room only; with ``access`` a request is
+    rate-limited, Origin-checked and needs a call credential as an offer does.
 
     Args:
         url: The LiveKit URL callers connect to (``wss://livekit.example.com``).
@@ -123,13 +126,17 @@ def token_router(
     router = APIRouter()
 
     @router.get(TOKEN_PATH)
-    async def livekit_token(room: str | None = None):
+    async def livekit_token(request: Request, room: str | None = None):
+        if access is not None:
+            access.limit(request, "livekit")
+            access.check_origin(request)
+            access.authorize_call(request)
         if not (url and api_key and api_secret):
             raise HTTPException(status_code=503, detail="LiveKit is not configured: set BRISK_LIVEKIT_URL, "
                                 "BRISK_LIVEKIT_API_KEY and BRISK_LIVEKIT_API_SECRET")
-        room = room or f"brisk-{secrets.token_hex(6)}"
-        if not ROOM_NAME.match(room):
-            raise HTTPException(status_code=400, detail="room must be 1-64 letters, digits, '-' or '_'")
+        if room is not None:
+            raise HTTPException(status_code=400, detail="the server chooses the room: each caller gets a fresh one")
+        room = f"brisk-{secrets.token_hex(8)}"
         identity = f"caller-{secrets.token_hex(4)}"
         token = participant_token(
             api_key, api_secret, room=room, identity=identity, ttl_secs=ttl_secs, agent_name=agent_name
@@ -454,9 +461,14 @@ def worker_app(runtime: Runtime, worker: LiveKitWorker, metrics: BriskMetrics) -
     app = FastAPI(title="Brisk LiveKit worker", telemetry={"tracing": False})
     app.include_router(metrics.router)
 
+    is_operator = operator_check(runtime.config.operator_key)
+
     @app.get("/healthz")
-    async def healthz():
+    async def healthz(request: Request):
         ready, body = runtime.health()
+        if not is_operator(request):  # process ids, paths and URLs are the operator's to see
+            ok = ready and worker.connected and not worker.draining
+            return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
         body["livekit"] = {
             "registered": worker.connected,
             "worker_id": worker.worker_id,

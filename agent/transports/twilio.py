@@ -18,7 +18,9 @@ over the public URL and the POST parameters (checked by the ``twilio`` package's
 ``RequestValidator``, which accepts the URL with or without its default port), and the TwiML
 (built with ``twilio.twiml``) hands the stream a per-call token that its ``start`` message
 must bring back: the WebSocket accepts only streams that Twilio opened for a call this
-server answered.
+server answered, once, within ``STREAM_TOKEN_TTL_S``. Without an auth token phone calls are
+taken only while calls are open (the server on loopback, or ``BRISK_ALLOW_OPEN``); the
+webhook is rate-limited per client address and its body capped.
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ from agent.call_control import mask_number
 from agent.call_runner import run_call
 from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
 from agent.runtime import Runtime
+from agent.security.access import Access, client_of, read_capped
 from agent.transports.twilio_transfer import PhoneCallControl
 
 VOICE_PATH = "/twilio/voice"
+WEBHOOK_MAX_BYTES = 16384  # Twilio's voice webhook posts a few hundred bytes of form fields
 STREAM_PATH = "/ws/twilio"
 # Twilio sends "connected" and "start" right after the handshake.
 START_TIMEOUT_S = 10.0
@@ -87,9 +91,23 @@ def webhook_params(body: bytes) -> FormData:
     return FormData(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
-def stream_token(auth_token: str, call_sid: str) -> str:
-    """The token the TwiML gives one call's stream, so only that call can open a stream."""
-    return hmac.new(auth_token.encode(), f"brisk-stream:{call_sid}".encode(), hashlib.sha256).hexdigest()
+# Twilio opens the stream within a second or two of our TwiML; a token older than this is stale.
+STREAM_TOKEN_TTL_S = 120
+
+
+def stream_token(auth_token: str, call_sid: str, expires: int | None = None) -> str:
+    """The token the TwiML gives one call's stream: ``<expiry>.<HMAC>``, so only that call can
+    open a stream, and only until it expires (it is spent by the stream it opens)."""
+    expires = int(time.time()) + STREAM_TOKEN_TTL_S if expires is None else expires
+    mac = hmac.new(auth_token.encode(), f"brisk-stream:{call_sid}:{expires}".encode(), hashlib.sha256).hexdigest()
+    return f"{expires}.{mac}"
+
+
+def stream_token_valid(auth_token: str, call_sid: str, token: str, now: float | None = None) -> bool:
+    expires, _, _ = token.partition(".")
+    if not expires.isdigit() or int(expires) < (time.time() if now is None else now):
+        return False
+    return hmac.compare_digest(token.encode(), stream_token(auth_token, call_sid, int(expires)).encode())
 
 
 # -- TwiML ---------------------------------------------------------------------------------
@@ -234,6 +252,7 @@ class TwilioPhone:
         busy_text: str = "Sorry, all our lines are busy right now. Please call again in a few minutes.",
         max_duration_s: float | None = None,
         flavor: Flavor = "brisk",
+        access: Access | None = None,
     ):
         """Create the routes.
 
@@ -250,8 +269,11 @@ class TwilioPhone:
             busy_text: Spoken, before hanging up, to a caller when every line is taken.
             max_duration_s: Longest a phone call may last (None: no limit).
             flavor: Pipeline flavor (``agent.pipeline.build_call``).
+            access: The server's doors (rate limits; whether calls are open): without an
+                auth token, phone calls are only taken while calls are open (loopback).
         """
         self.runtime = runtime
+        self.access = access
         self.auth_token = auth_token
         self._validator = RequestValidator(auth_token) if auth_token else None
         self.public_url = public_url
@@ -284,9 +306,19 @@ class TwilioPhone:
         host = headers.get("x-forwarded-host", headers.get("host", "")).split(",")[0].strip()
         return proto, host
 
+    def _unauthenticated_refused(self) -> bool:
+        """No auth token, and the server is reachable from elsewhere: nobody can tell Twilio from anyone."""
+        return self.auth_token is None and self.access is not None and not self.access.open_calls
+
     async def voice_webhook(self, request: Request) -> Response:
+        if self.access is not None:
+            self.access.limit(request, "twilio")
+        if self._unauthenticated_refused():
+            logger.warning(f"refused a Twilio webhook from {client_of(request)}: BRISK_TWILIO_AUTH_TOKEN is not set")
+            raise HTTPException(status_code=403, detail="phone calls need BRISK_TWILIO_AUTH_TOKEN on a server reachable "
+                                                        "from elsewhere")
         # Twilio posts application/x-www-form-urlencoded.
-        params = webhook_params(await request.body())
+        params = webhook_params(await read_capped(request, WEBHOOK_MAX_BYTES, "Twilio webhook"))
         scheme, host = self._public_base(request)
         if self._validator is not None:
             query = f"?{request.url.query}" if request.url.query else ""
@@ -329,10 +361,16 @@ class TwilioPhone:
             logger.warning(f"Twilio stream refused: {e or 'no start message'}")
             await websocket.close(code=CLOSE_POLICY, reason="expected connected/start")
             return
+        if self._unauthenticated_refused():
+            logger.warning(f"Twilio stream {start.stream_sid} refused: BRISK_TWILIO_AUTH_TOKEN is not set")
+            await websocket.close(code=CLOSE_POLICY, reason="unauthenticated stream")
+            return
         if self.auth_token:
             token = start.custom_parameters.get("token", "")
-            if not hmac.compare_digest(token, stream_token(self.auth_token, start.call_sid)):
-                logger.warning(f"Twilio stream {start.stream_sid} refused: missing or wrong stream token")
+            reserved = self._reserved.get(start.call_sid)
+            if not stream_token_valid(self.auth_token, start.call_sid, token) or reserved is None or reserved.released:
+                # Wrong, expired, or spent: its call's stream already opened (a token works once).
+                logger.warning(f"Twilio stream {start.stream_sid} refused: missing, wrong, expired or used stream token")
                 await websocket.close(code=CLOSE_POLICY, reason="unauthenticated stream")
                 return
         if (start.encoding, start.sample_rate, start.channels) != ("audio/x-mulaw", TWILIO_SAMPLE_RATE, 1):

@@ -1,10 +1,15 @@
 """Browser calls over WebRTC: SmallWebRTC signalling and one pipeline per peer.
 
+    POST  /api/session {} -> {"token", "expires_in", "ice_servers"}          (the page, first)
     POST  /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id"}   (starts a call)
     PATCH /api/offer   {"pc_id", "candidates": [...]}                          (trickle ICE)
 
-Offers are checked before aiortc sees them (size, JSON shape, SDP type and syntax) and get a
-4xx with the reason when they are wrong; the server keeps serving whatever a client sends.
+Every route is rate-limited per client address and Origin-checked, and its body is capped
+while it is read (agent/security/access.py); an offer needs a credential unless calls are open:
+the session's single-use token (``X-Brisk-Call-Token``) or ``Authorization: Bearer
+<BRISK_API_KEY>``. Offers are checked before aiortc sees them (size, JSON shape, SDP type and
+syntax), ICE candidates too, and get a 4xx with the reason when they are wrong; the server
+keeps serving whatever a client sends.
 A new call takes a line from the process's ``CallAdmission`` before any pipeline is built
 (503 with ``Retry-After`` when every line is taken) and gives it back when it ends; an ended
 call leaves no trace in ``CallManager``.
@@ -16,6 +21,9 @@ import asyncio
 import functools
 import json
 
+from collections.abc import Callable
+
+from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, HTTPException, Request
 from loguru import logger
 from pipecat.transports.smallwebrtc.connection import IceServer, SmallWebRTCConnection
@@ -35,8 +43,11 @@ from agent.call_control import CallControl, Outcome
 from agent.call_runner import run_call
 from agent.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
 from agent.runtime import Runtime
+from agent.security.access import Access, read_capped
 
 OFFER_PATH = "/api/offer"
+SESSION_PATH = "/api/session"
+SESSION_MAX_BYTES = 1024  # the page posts nothing that matters
 # A busy caller's page may try again after this long.
 RETRY_AFTER_S = 5
 
@@ -144,12 +155,7 @@ def _bad_request(status: int, detail: str) -> HTTPException:
 
 async def parse_offer(request: Request, max_bytes: int) -> SmallWebRTCRequest:
     """Validate an offer before aiortc sees it: size, JSON shape, SDP type and syntax."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise _bad_request(413, f"offer too large ({declared} bytes > {max_bytes})")
-    body = await request.body()
-    if len(body) > max_bytes:
-        raise _bad_request(413, f"offer too large ({len(body)} bytes > {max_bytes})")
+    body = await read_capped(request, max_bytes, "offer")
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -169,6 +175,27 @@ async def parse_offer(request: Request, max_bytes: int) -> SmallWebRTCRequest:
     return SmallWebRTCRequest(sdp=sdp, type=sdp_type, pc_id=pc_id, restart_pc=bool(data.get("restart_pc")))
 
 
+def parse_patch(body: bytes) -> SmallWebRTCPatchRequest:
+    """Validate trickled ICE candidates before aiortc sees them: a malformed one is a 400, not a 500."""
+    try:
+        data = json.loads(body)
+        if not isinstance(data, dict) or not isinstance(data.get("pc_id"), str):
+            raise ValueError('expected {"pc_id": str, "candidates": [...]}')
+        raw = data.get("candidates", [])
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            raise ValueError("candidates must be a list of objects")
+        candidates = [IceCandidate(**c) for c in raw]
+        for c in candidates:
+            if not isinstance(c.candidate, str) or not isinstance(c.sdp_mid, str) \
+                    or isinstance(c.sdp_mline_index, bool) or not isinstance(c.sdp_mline_index, int):
+                raise ValueError("each candidate needs candidate (str), sdp_mid (str), sdp_mline_index (int)")
+            if c.candidate:
+                candidate_from_sdp(c.candidate)
+    except (ValueError, KeyError, TypeError, IndexError, AssertionError) as e:  # aiortc asserts on bad SDP
+        raise _bad_request(400, f"malformed ICE candidate patch: {e}") from None
+    return SmallWebRTCPatchRequest(pc_id=data["pc_id"], candidates=candidates)
+
+
 class WebRTCSignalling:
     """The offer routes (``.router``) and the browser calls in progress (``.calls``)."""
 
@@ -181,18 +208,36 @@ class WebRTCSignalling:
         max_offer_bytes: int,
         max_duration_s: float | None = None,
         flavor: Flavor = "brisk",
+        access: Access,
+        page_ice_servers: Callable[[], list[dict]] = list,
     ):
         self.runtime = runtime
         self.admission = admission
         self.max_offer_bytes = max_offer_bytes
+        self.access = access
+        self.page_ice_servers = page_ice_servers
         self.calls = CallManager(runtime, flavor=flavor, max_duration_s=max_duration_s)
         self.handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in ice_servers])
         self.router = APIRouter()
+        self.router.add_api_route(SESSION_PATH, self.session, methods=["POST"])
         self.router.add_api_route(OFFER_PATH, self.offer, methods=["POST"])
         self.router.add_api_route(OFFER_PATH, self.ice_candidate, methods=["PATCH"])
 
+    async def session(self, request: Request):
+        """A call token for the page, with the ICE servers its peer connection should use."""
+        self.access.limit(request, "session")
+        self.access.check_origin(request)
+        self.access.authorize_session(request)
+        await read_capped(request, SESSION_MAX_BYTES, "session request")
+        return {"token": self.access.tokens.issue(), "expires_in": int(self.access.tokens.ttl_s),
+                "ice_servers": self.page_ice_servers()}
+
     async def offer(self, request: Request):
+        self.access.limit(request, "offer")
+        self.access.check_origin(request)
         webrtc_request = await parse_offer(request, self.max_offer_bytes)
+        if webrtc_request.pc_id not in self.calls.calls:
+            self.access.authorize_call(request)  # a renegotiation of a call in progress needs none
         if self.runtime.resources is None:
             raise HTTPException(status_code=503, detail=self.runtime.error or "Brisk is still starting; retry shortly")
         ticket = None
@@ -219,15 +264,16 @@ class WebRTCSignalling:
         return answer
 
     async def ice_candidate(self, request: Request):
+        # The pc_id is the capability: only the peer that made the offer knows it.
+        self.access.limit(request, "patch")
+        self.access.check_origin(request)
+        patch = parse_patch(await read_capped(request, self.max_offer_bytes, "ICE candidate patch"))
         try:
-            data = await request.json()
-            patch = SmallWebRTCPatchRequest(
-                pc_id=data["pc_id"],
-                candidates=[IceCandidate(**c) for c in data.get("candidates", [])],
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise _bad_request(400, f"malformed ICE candidate patch: {e}") from None
-        await self.handler.handle_patch_request(patch)
+            await self.handler.handle_patch_request(patch)
+        except HTTPException:
+            raise
+        except Exception as e:  # aiortc refusing a candidate it parsed: the client's, not ours
+            raise _bad_request(400, f"ICE candidate refused: {e}") from None
         return {"status": "success"}
 
     async def stop(self) -> None:

@@ -139,7 +139,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             self.held += 1
             self._held_for_words = not by_audio
             self._end_args = {"enable_user_speaking_frames": enable_user_speaking_frames}
-            logger.info(f"{self}: holding the turn end up to {self.max_wait_s - waited:.2f} s: {reason}: [{self.turn_text}]")
+            logger.debug(f"{self}: holding the turn end up to {self.max_wait_s - waited:.2f} s: {reason}: [{self.turn_text}]")
             self._hold_task = self.task_manager.create_task(self._hold(self.max_wait_s - waited), f"{self}::hold")
             return
         await self.end_of_turn(enable_user_speaking_frames=enable_user_speaking_frames)
@@ -176,7 +176,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             return
         self._hold_task = None
         self.released_by_timeout += 1
-        logger.info(f"{self}: no more words after the longest wait: the turn ends: [{self.turn_text}]")
+        logger.debug(f"{self}: no more words after the longest wait: the turn ends: [{self.turn_text}]")
         await self.end_of_turn(**self._end_args)
 
     def _speech_now(self) -> bool:
@@ -185,7 +185,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     async def _release(self, why: str):
         await self._cancel_hold()
-        logger.info(f"{self}: {why}: the turn ends: [{self.turn_text}]")
+        logger.debug(f"{self}: {why}: the turn ends: [{self.turn_text}]")
         await self.end_of_turn(**self._end_args)
 
     async def _cancel_hold(self):

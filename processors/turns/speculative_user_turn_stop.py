@@ -197,7 +197,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
             # Withdrawn before the new request goes out: the LLM service cancels the old
             # inference (closing its HTTP stream) instead of queueing the new one behind it.
             await self.trigger_user_turn_speculation_cancelled()
-        logger.info(f"{self}: speculating on a stable partial ({stable.reason}): [{stable.text}]")
+        logger.debug(f"{self}: speculating on a stable partial ({stable.reason}): [{stable.text}]")
         await self.trigger_user_turn_inference_triggered(speculation=UserTurnSpeculation(text=stable.text))
 
     async def _on_withdrawn_by_llm(self):
@@ -208,14 +208,14 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         # effects no gate can undo. Drafting again would only reach the same call.
         self._drafts_blocked = True
         self.stats.resolve(draft, DraftOutcome.CANCELLED, reason="withdrawn by the LLM (tool call)")
-        logger.info(f"{self}: speculation withdrawn by the LLM (it wants a tool): [{draft.text}]")
+        logger.debug(f"{self}: speculation withdrawn by the LLM (it wants a tool): [{draft.text}]")
 
     async def _withdraw(self, why: str):
         draft, self._draft = self._draft, None
         if draft is None:
             return
         self.stats.resolve(draft, DraftOutcome.CANCELLED, reason=why)
-        logger.info(f"{self}: speculation cancelled ({why}): [{draft.text}]")
+        logger.debug(f"{self}: speculation cancelled ({why}): [{draft.text}]")
         await self.trigger_user_turn_speculation_cancelled()
 
     def _clear_turn(self):

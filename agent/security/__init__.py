@@ -1,0 +1,1 @@
+"""Who may start calls, mint tokens and read data: credentials, origins, rate limits, body caps."""
