@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from agent.caller.call import running_server
 from tests.browser import needs_chromium, page_with_mic
 from tests.speech import synthesize_speech
 
@@ -64,3 +65,25 @@ async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart
     assert record["transport"] == "webrtc" and record["status"] == "completed"
     assert "saturday" in record["turns"][0]["user_text"].lower() and record["turns"][0]["bot_text"]
     assert record["turns"][0]["latency_ms"]["first_audio_out"] is not None
+
+
+async def test_with_credentials_configured_the_page_calls_with_its_own_single_use_token(e2e_config, runtime, tmp_path):
+    # A deployment: calls need a credential. The page gets its token from /api/session and the
+    # offer spends it; a script without one is refused.
+    closed = e2e_config.model_copy(update={"api_key": "server-key", "allowed_origins": ["https://shop.example"]})
+    assert not closed.calls_open
+    clip = synthesize_speech("Where is your shop?", tmp_path / "where.wav", lead_silence=1.5, tail_silence=6.0)
+    async with running_server(closed, runtime) as (base_url, app):
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            refused = await http.post("/api/offer", json={"sdp": "v=0 m=audio", "type": "offer"})
+        async with page_with_mic(tmp_path, clip.path, base_url) as (page, errors):
+            await page.click("#call")
+            await page.wait_for_function("window.brisk && window.brisk.state === 'connected'", timeout=30_000)
+            await page.wait_for_function("window.brisk.maxRemoteAudioLevel > 0.01", timeout=60_000)
+            await page.click("#call")
+            await page.wait_for_function("window.brisk.state === 'idle'", timeout=10_000)
+        outstanding = app.state.access.tokens.outstanding
+
+    assert refused.status_code == 401
+    assert not errors, errors
+    assert outstanding == 0  # the page's token was spent by its offer

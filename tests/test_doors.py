@@ -203,7 +203,7 @@ async def test_public_healthz_says_ready_or_not_and_the_details_are_the_operator
 
 
 _text = st.text(max_size=200)
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _text,
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
                      max_leaves=12)
 
@@ -224,3 +224,20 @@ async def test_fuzzed_requests_to_the_public_routes_never_get_a_500(method_path,
         kwargs = {"json": value} if kind == "json" else {"content": value}
         r = await http.request(method, path, headers=headers, params=query, **kwargs)
     assert r.status_code < 500 or r.status_code == NOT_STARTED, (r.status_code, r.text)
+
+
+def test_a_flood_of_twilio_stream_upgrades_is_refused_before_any_is_accepted():
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    config = deployment(rate_limit_per_minute=30, rate_limit_burst=3)
+    app = create_app(config, Runtime(config))
+    refused = 0
+    client = TestClient(app)  # no lifespan: the runtime stays unstarted
+    for _ in range(10):
+        try:
+            with client.websocket_connect("/ws/twilio") as ws:
+                ws.close()
+        except WebSocketDisconnect as closed:
+            refused += closed.code == 1013
+    assert refused >= 7

@@ -19,6 +19,7 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
+from starlette.requests import HTTPConnection
 from loguru import logger
 
 from agent.security.call_tokens import CallTokens
@@ -38,8 +39,9 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def client_of(request: Request) -> str:
-    return request.client.host if request.client else "?"
+def client_of(connection: HTTPConnection) -> str:
+    """The client's address, for a request or a WebSocket."""
+    return connection.client.host if connection.client else "?"
 
 
 class Access:
@@ -59,9 +61,13 @@ class Access:
                    token_ttl_s=config.call_token_ttl_secs, per_minute=config.rate_limit_per_minute,
                    burst=config.rate_limit_burst)
 
+    def retry_after(self, connection: HTTPConnection, group: str) -> int | None:
+        """Take one of this client's requests to ``group``: None, or seconds until it has one."""
+        return self.limiters[group].retry_after(client_of(connection))
+
     def limit(self, request: Request, group: str) -> None:
         """429 with ``Retry-After`` when this client has used up its requests to ``group``."""
-        wait = self.limiters[group].retry_after(client_of(request))
+        wait = self.retry_after(request, group)
         if wait is not None:
             logger.warning(f"rate limit: {group} request from {client_of(request)} refused; retry in {wait} s")
             raise HTTPException(429, f"too many {group} requests; retry in {wait} s", headers={"Retry-After": str(wait)})

@@ -33,6 +33,11 @@ class CallTokens:
         self._expiry[token] = now + self.ttl_s
         return token
 
+    @property
+    def outstanding(self) -> int:
+        """Tokens issued and neither spent nor yet dropped."""
+        return len(self._expiry)
+
     def redeem(self, token: str) -> bool:
         """Spend ``token``: True once, while it is fresh; False if unknown, spent or expired."""
         expiry = self._expiry.pop(token, None)

@@ -118,7 +118,8 @@ async def confirm_booking(flow_manager: FlowManager, confirmed: bool) -> tuple[d
         logger.exception(f"call {tools.control.call_id}: the booking could not be written")
         return {"booked": "failed", "error": "the booking could not be written"}, TRANSITION_IN_YAML
     state["booking_id"] = booking_id
-    logger.info(f"booking {booking_id}: {state['summary']}")
+    logger.info(f"call {tools.control.call_id}: booking {booking_id} written")
+    logger.debug(f"booking {booking_id}: {state['summary']}")  # DEBUG: the caller's name and plans
     return {"booked": True, "booking_id": booking_id}, TRANSITION_IN_YAML
 
 

@@ -352,6 +352,10 @@ class TwilioPhone:
     # -- stream ----------------------------------------------------------------------------
 
     async def media_stream(self, websocket: WebSocket) -> None:
+        if self.access is not None and self.access.retry_after(websocket, "twilio") is not None:
+            logger.warning(f"rate limit: Twilio stream from {client_of(websocket)} refused")
+            await websocket.close(code=CLOSE_TRY_LATER, reason="too many streams; retry later")
+            return
         await websocket.accept()
         try:
             start = await asyncio.wait_for(_read_start(websocket), START_TIMEOUT_S)
