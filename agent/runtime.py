@@ -122,13 +122,16 @@ class Runtime:
         self.retention = RecordingRetention(records, config.retention_days)
         self.retention.start()
 
+    def _vocabulary(self) -> str | None:
+        """The business's words Whisper is told (``stt_vocabulary``), or None."""
+        from agent.business.facts import vocabulary_of
+
+        return vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
+
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine
 
-        from agent.business.facts import vocabulary_of
-
-        vocabulary = vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
-        return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=vocabulary)
+        return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=self._vocabulary())
 
     def _load_second_opinion(self):
         """The engine that hears doubtful finals again, or None (off, or its model not installed)."""
@@ -137,15 +140,12 @@ class Runtime:
             return None
         from processors.whisper_engine import WhisperEngine
 
-        from agent.business.facts import vocabulary_of
-
         try:
             path = models.whisper_model_path(config.stt_second_opinion, config.models_dir)
         except models.ModelError as error:  # base ships in optional packages: run without it
             logger.warning(f"Whisper second opinion off: {error}")
             return None
-        vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None
-        return WhisperEngine.load(str(path), cpu_threads=config.whisper_threads, vocabulary=vocabulary,
+        return WhisperEngine.load(str(path), cpu_threads=config.whisper_threads, vocabulary=self._vocabulary(),
                                   beam_size=config.stt_second_opinion_beam, name=f"{config.stt_second_opinion}-review")
 
     async def load_stock_whisper(self) -> None:

@@ -71,7 +71,7 @@ class _ProcessorTrack:
 class _Turn:
     __slots__ = (
         "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path",
-        "merged", "answering", "paused_ns", "said_since_pause",
+        "merged", "llm_open", "paused_ns", "said_since_pause",
     )
 
     def __init__(self, n: int, start_ns: int):
@@ -85,7 +85,7 @@ class _Turn:
         self.speculative = False
         self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
         self.merged = False  # it continued the turn before (UserTurnContinuedFrame): one question
-        self.answering = False  # an LLM response is open (its start pushed, its end not yet)
+        self.llm_open = False  # an LLM response is open (its start pushed, its end not yet)
         self.paused_ns: int | None = None  # the bot stopped while the answer was still coming
         self.said_since_pause = False  # the LLM gave words after that stop: more audio is due
 
@@ -267,7 +267,7 @@ class LatencyObserver(BaseObserver):
     def answering(self) -> bool:
         """The open turn's answer is still on its way or being spoken (its turn closes after it)."""
         turn = self._turn
-        return turn is not None and (turn.answering or "first_audio_out" in turn.stages)
+        return turn is not None and (turn.llm_open or "first_audio_out" in turn.stages)
 
     def summary(self) -> dict[str, Any]:
         """``{"processors": processor_stats(), "turns": [closed turn records]}``."""
@@ -409,8 +409,8 @@ class LatencyObserver(BaseObserver):
             turn.said_since_pause |= turn.paused_ns is not None and any(c.isalnum() for c in frame.text)
         elif kind & (kinds.LLM_START | kinds.LLM_END):
             if role == kinds.LLM and turn.responding:
-                turn.answering = bool(kind & kinds.LLM_START)
-                if not turn.answering and turn.paused_ns is not None and not turn.said_since_pause:
+                turn.llm_open = bool(kind & kinds.LLM_START)
+                if not turn.llm_open and turn.paused_ns is not None and not turn.said_since_pause:
                     # The bot's last stop was the end of the answer: nothing speakable came after.
                     await self._close_turn(turn.paused_ns, interrupted=False)
         elif kind & kinds.TTS_AUDIO:
@@ -422,7 +422,7 @@ class LatencyObserver(BaseObserver):
                 turn.paused_ns = None
         elif kind & kinds.BOT_STOP:
             if role == kinds.OUTPUT and "first_audio_out" in turn.stages:
-                if turn.answering:
+                if turn.llm_open:
                     # A slow decode let the audio run dry: a gap in the answer, not its end.
                     turn.paused_ns, turn.said_since_pause = ts, False
                 else:

@@ -362,18 +362,19 @@ class StreamingWhisperSTTService(STTService):
                 # Its audio ends before the speech did, so it cannot become the final.
                 await self.cancel_task(job)
                 self.partial_stats.cancelled_jobs += 1
-        end_sample, audio = utterance.end_sample, utterance.samples()
+        end_sample = utterance.end_sample
         reused = self._covers(utterance.last_partial, speech_end)
         try:
             if reused:
                 source = utterance.last_partial
             else:
-                result = await self._scheduler.transcribe(audio, owner=self, final=True)
+                result = await self._scheduler.transcribe(utterance.samples(), owner=self, final=True)
                 if result is None:
                     return
                 source = _Partial(end_sample, result)
             if self._scheduler.doubts(source.result):
-                reviewed = await self._scheduler.review(audio, source.result, owner=self)
+                # Resampled only here: a final reused as is costs no second pass over its audio.
+                reviewed = await self._scheduler.review(utterance.samples(), source.result, owner=self)
                 if reviewed is not source.result:
                     source, reused = _Partial(end_sample, reviewed), False
         except Exception as e:

@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+from loguru import logger
 
 from processors.whisper_engine import WhisperEngine, WhisperResult
 
@@ -82,8 +83,14 @@ class WhisperScheduler:
                 and result.avg_logprob < self.doubt_below)
 
     async def review(self, audio: np.ndarray, first: WhisperResult, *, owner: object) -> WhisperResult:
-        """The surer of ``first`` and the second opinion on the same ``audio``."""
-        second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion)
+        """The surer of ``first`` and the second opinion on the same ``audio``; ``first`` when the
+        second opinion fails, so a broken review never costs the caller their words."""
+        try:
+            second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion)
+        except Exception:
+            logger.exception("whisper: the second opinion failed; keeping the first transcript")
+            self.counts["review_failed"] += 1
+            return first
         self.counts["reviewed"] += 1
         kept = surer(first, second)
         self.counts["reviewed_changed"] += kept is not first

@@ -165,3 +165,15 @@ async def test_a_review_waits_behind_no_partial():
     await asyncio.gather(running, queued, review)
 
     assert second.calls[0].ended_at <= engine.calls[-1].started_at  # the review ran before the queued partial
+
+
+async def test_a_second_opinion_that_fails_keeps_the_first_transcript():
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    broken = SlowWhisperEngine(delay_s=0.01, error=RuntimeError("the base model is gone"))
+    scheduler = WhisperScheduler(unsure, second_opinion=broken)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+
+    assert await scheduler.review(clip(1.0), first, owner=object()) is first
+    assert scheduler.counts["review_failed"] == 1
+    # The engine goes on: the next final is transcribed as usual.
+    assert (await scheduler.transcribe(clip(0.5), owner=object(), final=True)).text == unsure.text_for(SAMPLE_RATE // 2)

@@ -47,6 +47,7 @@ class SlowWhisperEngine:
         avg_logprob: float = -0.2,
         clock: Callable[[], float] = time.monotonic,
         label: str = "heard",
+        error: Exception | None = None,
     ):
         """Set how long each call takes and the confidences every result reports.
 
@@ -57,8 +58,10 @@ class SlowWhisperEngine:
             clock: Seconds clock for the call log (e.g. the pipeline's, to line calls up with
                 observer timestamps).
             label: The transcript's first word, to tell two engines' transcripts apart.
+            error: Raised by every call after its delay (a broken engine).
         """
         self.label = label
+        self.error = error
         self.delay_s = delay_s
         self.clock = clock
         self.no_speech_prob = no_speech_prob
@@ -80,6 +83,8 @@ class SlowWhisperEngine:
         try:
             await asyncio.sleep(self.delay_s)
             cancelled = False
+            if self.error is not None:
+                raise self.error
         finally:
             self.in_flight -= 1
             self.calls.append(
