@@ -94,7 +94,7 @@ class Runtime:
             whisper_model_path=whisper_path,
             whisper_engine=whisper_engine,
             whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
-                                               doubt_below=config.stt_doubt_below),
+                                               doubt_below=config.stt_doubt_below, recognised=self._recognised()),
             hibari_voice=hibari_voice,
             llm_client=make_openai_client(
                 base_url=base_url,
@@ -127,6 +127,17 @@ class Runtime:
         from agent.business.facts import vocabulary_of
 
         return vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
+
+    def _recognised(self):
+        """What the second opinion also hears again: finals no intent of the business asks."""
+        config = self.config
+        if not (config.stt_review_unrecognised and config.fast_path and config.business_definition.intents):
+            return None
+        from agent.business.facts import FactIndex
+        from agent.business.intents import IntentMatcher
+
+        business = config.business_definition
+        return IntentMatcher(business, facts=FactIndex(business)).recognises
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine

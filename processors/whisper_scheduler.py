@@ -16,6 +16,11 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   shop" score -0.7 to -1.1, its right answers mostly above -0.3) is heard again by the
   ``second_opinion`` engine (base, beam search), and the surer of the two is the final; the
   review is a final's job too, so it waits behind no partial;
+- so is a final, however sure, that the business does not ``recognise`` (no intent of its file
+  asks it): tiny.en is sure of "Are you guys open on certain days?" (-0.13) and "What's that
+  race on the store?", which base hears as "Sunday" and "address". A transcript the business
+  recognises beats one it does not; between two it does not (or two it does), the surer wins.
+  A final the business recognises at once is never held up: the fast path answers it;
 - a cancelled job that has not started never runs, and one that has started stops between
   encoding and decoding (CTranslate2 cannot stop inside either), so cancelling frees the
   engine for the next job (the engine runs on a thread of its own, not the default pool the
@@ -29,6 +34,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +43,9 @@ from loguru import logger
 from processors.whisper_engine import WhisperEngine, WhisperResult
 
 FINAL, PARTIAL = 0, 1  # priorities: lower runs first
+
+
+Recognised = Callable[[str], bool]
 
 
 def surer(first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
@@ -62,10 +71,15 @@ class WhisperScheduler:
     """Runs every call's transcriptions on one engine, finals first; see the module docstring."""
 
     def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
-                 doubt_below: float = -0.4):
+                 doubt_below: float = -0.4, recognised: Recognised | None = None):
+        """Args:
+            recognised: whether the business knows what a transcript asks (its intents); a
+                final it does not is heard again too. None: only unsure finals are.
+        """
         self.engine = engine
         self.second_opinion = second_opinion
         self.doubt_below = doubt_below
+        self.recognised = recognised
         self._queue: list[_Job] = []
         self._running: _Job | None = None
         self._seq = itertools.count()
@@ -78,9 +92,24 @@ class WhisperScheduler:
         return len(self._queue) + (self._running is not None)
 
     def doubts(self, result: WhisperResult | None) -> bool:
-        """A final with words Whisper is unsure of, which the second opinion should hear."""
-        return (self.second_opinion is not None and result is not None and bool(result.transcript)
-                and result.avg_logprob < self.doubt_below)
+        """A final with words Whisper is unsure of, or the business does not recognise, which
+        the second opinion should hear."""
+        if self.second_opinion is None or result is None or not result.transcript:
+            return False
+        return result.avg_logprob < self.doubt_below or not self._knows(result)
+
+    def better(self, first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
+        """The one of two transcripts of the same audio to keep: the one the business recognises
+        when only one is, else the surer."""
+        if second is None or not second.transcript:
+            return first
+        known = self._knows(first), self._knows(second)
+        if known[0] != known[1]:
+            return second if known[1] else first
+        return surer(first, second)
+
+    def _knows(self, result: WhisperResult) -> bool:
+        return self.recognised is None or self.recognised(result.transcript)
 
     async def review(self, audio: np.ndarray, first: WhisperResult, *, owner: object) -> WhisperResult:
         """The surer of ``first`` and the second opinion on the same ``audio``; ``first`` when the
@@ -92,7 +121,10 @@ class WhisperScheduler:
             self.counts["review_failed"] += 1
             return first
         self.counts["reviewed"] += 1
-        kept = surer(first, second)
+        kept = self.better(first, second)
+        logger.debug(f"whisper: second opinion [{second.transcript if second else ''}] "
+                     f"({second.avg_logprob if second else float('nan'):.2f}) on [{first.transcript}] "
+                     f"({first.avg_logprob:.2f}): kept the {'second' if kept is not first else 'first'}")
         self.counts["reviewed_changed"] += kept is not first
         return kept
 

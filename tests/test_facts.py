@@ -84,6 +84,10 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     ("Could you tell me your opening times?", "Today, Tuesday, we're open from 9 in the morning to 6 in the evening."),
     ("Do I need my receipt?", "Yes, bring the receipt for a full refund."),
     ("Should you tell me your opening times?", "We open at 9 and close at 6."),
+    # Hours named by the answer alone: "during the week" is Monday to Friday.
+    ("Um, what are your hours during the week?", "We are open Monday to Friday 9 in the morning to 6 in the evening."),
+    # A price asked for by its item, with a word the file does not know beside it.
+    ("How much is a flat tyre repair on a scooter?", "A flat tyre repair is 12 dollars."),
     # "Shop" names the business, which every fact is about; "next to" is the fact's own word.
     ("Is the shop near the ferry terminal?", "Yes, we are next to the ferry terminal."),
     # No fact is about it, and nothing is claimed.
@@ -121,6 +125,10 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     # A claim about what the file does not know, made of a fact that was retrieved (FAQ suite,
     # 2026-12-01 19:02: the one wrong answer over 32 calls).
     ("And the parking near the shop.", "The parking near the shop is at 42 Harbor Lane, Portsmouth, next to the ferry terminal."),
+    # Prices of things the caller did not name, read out to a question about something the file
+    # does not know (FAQ suite, 2026-12-01: "Can I pay with cash?" heard without its "Can").
+    ("I pay with cash.", "Flat tyre repair is 12 dollars, while you wait."),
+    ("I pay with cash.", "A basic tune-up is 45 dollars, ready in one day. A flat tyre repair is 12 dollars, while you wait."),
 ])
 def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     assert not facts.supports(question, answer)

@@ -1,4 +1,5 @@
-"""A final Whisper is unsure of is heard again by a bigger model, and the surer words are kept.
+"""A final Whisper is unsure of, or the business does not recognise, is heard again by a bigger
+model; the words the business recognises, else the surer ones, are kept.
 
 The real tiny.en (the default, with the business's vocabulary) and base (beam search) on espeak
 speech. What the second opinion buys over the FAQ suite, and what it costs the turns it hears
@@ -9,14 +10,17 @@ import numpy as np
 import pytest
 
 from agent.audio import espeak_speech
-from agent.business.facts import vocabulary_of
+from agent.business.facts import FactIndex, vocabulary_of
+from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
 from agent.config import load_config
 from agent.models import ModelError, whisper_model_path
 from processors.whisper_engine import WhisperEngine
 from processors.whisper_scheduler import WhisperScheduler
+from tests.speech import over_opus
 
-VOCABULARY = vocabulary_of(load_business())
+BUSINESS = load_business()
+VOCABULARY = vocabulary_of(BUSINESS)
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +32,17 @@ def scheduler():
         pytest.skip(f"the base model is not installed: {error}")
     tiny = WhisperEngine.load(str(whisper_model_path("tiny.en")), vocabulary=VOCABULARY)
     second = WhisperEngine.load(str(base), vocabulary=VOCABULARY, beam_size=config.stt_second_opinion_beam)
-    return WhisperScheduler(tiny, second_opinion=second, doubt_below=config.stt_doubt_below)
+    # As the runtime builds it (agent/runtime.py): the business's intents say what it recognises.
+    return WhisperScheduler(tiny, second_opinion=second, doubt_below=config.stt_doubt_below,
+                            recognised=IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS)).recognises)
 
 
-def spoken(text: str, voice: str, wpm: int) -> np.ndarray:
-    pcm = espeak_speech(text, voice, wpm).astype(np.float32) / 32768.0
-    return np.concatenate([np.zeros(4000), pcm, np.zeros(8000)]).astype(np.float32)
+def spoken(text: str, voice: str, wpm: int, *, codec: bool = False) -> np.ndarray:
+    lead, tail = (8000, 16000) if codec else (4000, 8000)
+    pcm = np.concatenate([np.zeros(lead, np.int16), espeak_speech(text, voice, wpm), np.zeros(tail, np.int16)])
+    if codec:
+        pcm = over_opus(pcm, 16000)
+    return pcm.astype(np.float32) / 32768.0
 
 
 async def test_a_question_tiny_en_mishears_unsure_is_heard_right_by_the_second_opinion(scheduler):
@@ -51,3 +60,25 @@ async def test_a_question_heard_surely_is_not_heard_again(scheduler):
                                        owner=object(), final=True)
     assert first.transcript == "Can I have your phone number, please?"
     assert not scheduler.doubts(first)
+
+
+async def test_a_sure_mishearing_the_business_does_not_recognise_is_heard_again_and_the_recognised_words_win(scheduler):
+    audio = spoken("Are you guys open on Sundays?", "en-us", 165, codec=True)
+    first = await scheduler.transcribe(audio, owner=object(), final=True)
+    assert first.transcript == "Are you guys open on certain days?"  # tiny.en after Opus, and sure of it
+    assert first.avg_logprob > scheduler.doubt_below
+    assert scheduler.doubts(first)  # no intent of the shop asks about "certain days"
+
+    reviewed = await scheduler.review(audio, first, owner=object())
+    assert "sunday" in reviewed.transcript.lower()  # base, beam 5; the hours intent recognises it
+
+
+async def test_a_question_no_intent_covers_keeps_the_surer_of_the_two_transcripts(scheduler):
+    audio = spoken("Can I pay with cash?", "en-029", 155, codec=True)
+    first = await scheduler.transcribe(audio, owner=object(), final=True)
+    assert scheduler.doubts(first)
+
+    reviewed = await scheduler.review(audio, first, owner=object())
+    assert not scheduler.recognised(reviewed.transcript)  # the shop's file says nothing about cash
+    assert reviewed.transcript == "Can I pay with cash?"
+    assert reviewed.avg_logprob > first.avg_logprob

@@ -150,6 +150,37 @@ async def test_a_second_opinion_less_sure_than_the_first_is_not_taken_and_a_sure
     assert not WhisperScheduler(unsure).doubts(first)  # no second opinion: nothing to doubt with
 
 
+async def test_a_sure_final_the_business_does_not_recognise_is_heard_again_and_recognised_words_beat_surer_ones():
+    def recognised(text: str) -> bool:
+        return text.startswith("reviewed")
+
+    sure_but_unknown = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.1)
+    less_sure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.3, label="reviewed")
+    scheduler = WhisperScheduler(sure_but_unknown, second_opinion=less_sure, doubt_below=-0.4, recognised=recognised)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+
+    assert scheduler.doubts(first)
+    reviewed = await scheduler.review(clip(1.0), first, owner=object())
+    assert reviewed.text == less_sure.text_for(SAMPLE_RATE)
+    assert scheduler.counts["reviewed_changed"] == 1
+
+
+async def test_a_recognised_final_is_not_heard_again_unless_unsure_and_is_kept_over_words_the_business_does_not_know():
+    def recognised(text: str) -> bool:
+        return text.startswith("heard")
+
+    sure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.1)
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    surer_but_unknown = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.05, label="reviewed")
+    scheduler = WhisperScheduler(sure, second_opinion=surer_but_unknown, recognised=recognised)
+    assert not scheduler.doubts(await scheduler.transcribe(clip(1.0), owner=object(), final=True))
+
+    scheduler = WhisperScheduler(unsure, second_opinion=surer_but_unknown, recognised=recognised)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+    assert scheduler.doubts(first)
+    assert await scheduler.review(clip(1.0), first, owner=object()) is first
+
+
 async def test_a_review_waits_behind_no_partial():
     engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
     second = SlowWhisperEngine(delay_s=0.05, label="reviewed")

@@ -130,6 +130,8 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
         rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
         for flavor in FLAVORS:
             await rig.call(flavor, warmup)
+        counted = runtime.resources.whisper_scheduler.counts
+        before = counted.copy()
 
         now = datetime.now(config.business_definition.zone)
         results: list[dict] = []
@@ -141,6 +143,8 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
                 results.append(turn)
                 log(f"[{len(results)}/{2 * len(clips)}] {flavor:5} {question.id:22} {turn['grade']:10} "
                     f"v2v {fmt(turn['v2v_ms']):>5} ms  heard {turn['user_text']!r} -> {turn['bot_text']!r}")
+        # What the second opinion heard again over the calls (Brisk's side; stock has its own Whisper).
+        reviews = {k: v for k, v in (counted - before).items() if k.startswith("review")}
         text = await measure_text(runtime, config, questions, now)
         log("faq: task scenarios (tools and the booking flow) ...")
         tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
@@ -150,6 +154,7 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
     return {
         **{flavor: summarize(by_side[flavor]) for flavor in FLAVORS},
+        "second_opinion": reviews,
         "text": text,
         "tasks": tasks,
         "llm_tools": llm_tools,
@@ -214,15 +219,17 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
 
 def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
     """WER and fast-path agreement per Whisper model, with and without the business vocabulary, and
-    for the default: tiny.en with base's second opinion on the finals it is unsure of."""
-    from agent.business.facts import vocabulary_of
+    for the default: tiny.en with base's second opinion on the finals it is unsure of or the
+    business does not recognise."""
+    from agent.business.facts import FactIndex, vocabulary_of
     from agent.business.intents import IntentMatcher
     from agent.models import whisper_model_path
     from processors.whisper_engine import WhisperEngine
-    from processors.whisper_scheduler import WhisperScheduler, surer
+    from processors.whisper_scheduler import WhisperScheduler
 
     business = config.business_definition
     matcher = IntentMatcher(business)
+    recognised = IntentMatcher(business, facts=FactIndex(business)).recognises if config.stt_review_unrecognised else None
     vocabulary = vocabulary_of(business)
     results = {}
     engines = {}
@@ -242,14 +249,15 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
                                vocabulary=vocabulary, beam_size=config.stt_second_opinion_beam))
     for key, engine in engines.items():
         first, second = engine if isinstance(engine, tuple) else (engine, None)
-        scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below)
+        scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below,
+                                     recognised=recognised if second is not None else None)
         wers, agree, intents_heard, reviewed = [], 0, 0, 0
         for question, clip in zip(questions, clips):
             audio = clip.samples.astype(np.float32) / 32768.0
             heard = first.transcribe(audio)
             if scheduler.doubts(heard):  # as the scheduler's review does, without its queue
                 reviewed += 1
-                heard = surer(heard, second.transcribe(audio))
+                heard = scheduler.better(heard, second.transcribe(audio))
             text = heard.transcript if heard else ""
             wers.append(word_error_rate(question.utterance.text, text))
             meant = matcher.match(question.utterance.text)

@@ -107,6 +107,7 @@ class FactIndex:
         self.self_words = frozenset(_words(business.name) | {self.noun.lower()} | _SELF)
         # Worked out once: every check of a clause on the answer path reads them.
         self._line_words = {fact.line: _words(fact.line) | fact.words for fact in self.facts}
+        self.price_lines = frozenset(fact.line for fact in self.facts if fact.topic == "prices")
         vocabulary = set().union(*self._line_words.values())
         for intent in business.intents.values():
             vocabulary |= set().union(*(_words(example) for example in intent.examples))
@@ -300,9 +301,13 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # what is said: a word of its own (one at most two facts have: "city", "tune") in the
     # question or the answer. "A bike helmet is 20 dollars a day" takes its 20 from the city
     # bike rental and is refused.
+    # A price needs its item named by the caller, not only by the answer: "Flat tyre repair is 12
+    # dollars" to "I pay with cash." prices a thing nobody asked about (an hours line may be
+    # named by the answer alone: "during the week" is Monday to Friday).
     # When every word of the question is one the file knows, the retrieved lines are about it
     # and any of their numbers may be said.
     mentioned = _words(question) | _words(answer)
+    asked_words = _words(question)
     unknown = index.unknown_words(question)
     strict = bool(unknown)
     # A claim about what the caller asked that the file does not know, their word said back in a
@@ -312,8 +317,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
            if sentence.strip() and not _not_a_claim(sentence)):
         return False
     for number in numbers_in(answer) - numbers_in(question):
-        if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & mentioned)
-                   for line in facts):
+        if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
+                asked_words if line in index.price_lines else mentioned)) for line in facts):
             return False
     # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
     # question's own words; "Yes, we repair electric scooters." only echoes the question.

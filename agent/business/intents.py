@@ -133,6 +133,14 @@ class IntentMatcher:
                 best = (name, score)
         return best
 
+    def recognises(self, text: str) -> bool:
+        """Whether one of the intents asks ``text`` (as ``__call__`` reads it; "unknown" is not one).
+
+        Whisper's second opinion hears again a final the business does not recognise
+        (processors/whisper_scheduler.py), because a question about the shop that matches none
+        of its intents is as often a mishearing ("open on certain days") as a new question."""
+        return self.match(text) is not None or self._topic_asked(text) is not None
+
     def __call__(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
         name = matched[0] if matched else self._topic_asked(text)
