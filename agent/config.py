@@ -156,6 +156,9 @@ class BriskConfig(BaseSettings):
     stt_partial_interval_secs: float = Field(
         0.2, gt=0, description="Target cadence of partial transcripts while the user speaks (stretches under load)."
     )
+    stt_preroll_secs: float = Field(
+        1.0, ge=0, description="Audio before the VAD start given to Whisper (the VAD hears a soft first word late)."
+    )
     stt_max_utterance_secs: float = Field(
         20.0, gt=1, description="Speech without a pause this long is transcribed so far and continued as a new utterance."
     )

@@ -92,6 +92,31 @@ class _Partial:
     result: WhisperResult
 
 
+# The preroll is cut to start this long before the first sound in it: a second of silence before
+# the words makes tiny.en mishear some ("What time..." as "Well time..." at 8 kHz).
+_LEAD_S = 0.3
+_FRAME_S = 0.02
+_ONSET_OF_PEAK = 0.05  # a frame this loud against the preroll's loudest is sound, not the line's hiss
+
+
+def _from_onset(preroll: bytes, rate: int) -> bytes:
+    """``preroll`` from ``_LEAD_S`` before its first sound; all of it when it holds none.
+
+    A frame energy threshold, not a second VAD: the VAD already said speech started, and only
+    where in the preroll the speech began is asked."""
+    samples = np.frombuffer(preroll, dtype=np.int16).astype(np.float32)
+    frame = max(1, round(_FRAME_S * rate))
+    count = len(samples) // frame
+    if count == 0:
+        return preroll
+    energy = np.sqrt(np.mean(samples[: count * frame].reshape(count, frame) ** 2, axis=1))
+    loud = np.nonzero(energy >= _ONSET_OF_PEAK * energy.max())[0] if energy.max() > 0 else []
+    if len(loud) == 0:
+        return preroll
+    start = max(0, loud[0] * frame - round(_LEAD_S * rate))
+    return preroll[start * 2:]
+
+
 class _Utterance:
     """Audio of one VAD start..stop at the input rate, positioned on the input stream."""
 
@@ -126,7 +151,7 @@ class StreamingWhisperSTTService(STTService):
         engine: WhisperEngine,
         scheduler: WhisperScheduler | None = None,
         partial_interval_s: float = 0.2,
-        preroll_s: float = 0.5,
+        preroll_s: float = 1.0,
         reuse_covering_partial: bool = True,
         max_utterance_s: float = 20.0,
         **kwargs,
@@ -141,7 +166,10 @@ class StreamingWhisperSTTService(STTService):
                 just delays the next one, which then takes the newest audio, and the interval
                 stretches while other calls' jobs wait for the engine.
             preroll_s: Audio kept from before the VAD start, which fires only after
-                ``start_secs`` of speech.
+                ``start_secs`` of speech and hears a soft first word late (0.36-0.86 s after
+                the first sound of the FAQ suite's questions): with 0.5 s a call lost the "Can"
+                of "Can I pay with cash?". It is cut to start ``_LEAD_S`` before its first
+                sound, and never reaches back past the utterance before (``_end_utterance``).
             reuse_covering_partial: Promote a partial that already covers the end of speech
                 to the final instead of transcribing the utterance again.
             max_utterance_s: Speech without a VAD stop this long (a TV, hold music, a caller
@@ -241,7 +269,7 @@ class StreamingWhisperSTTService(STTService):
         if self._utterance is not None:
             return
         self._utterance_count += 1
-        kept = bytes(self._preroll) if preroll else b""
+        kept = _from_onset(bytes(self._preroll), self._stream_rate or self._frame_rate) if preroll else b""
         start_sample = self._stream_samples - len(kept) // 2
         utterance = _Utterance(self._utterance_count, start_sample, kept, self._stream_rate or self._frame_rate)
         self._utterance = utterance
@@ -255,6 +283,9 @@ class StreamingWhisperSTTService(STTService):
             return
         self._utterance = None
         utterance.ended = True
+        # The next utterance's preroll starts here: a caller who goes on after a short pause
+        # must not have this utterance's last words transcribed twice.
+        self._preroll.clear()
         await self._stop_partials()
         # The VAD fires stop_secs after the speech ended.
         speech_end = max(

@@ -324,6 +324,37 @@ async def test_each_utterance_gets_its_own_final_before_the_next_ones_partials()
     assert any(isinstance(f, PartialTranscriptionFrame) for f in transcripts[first_final + 1 :])
 
 
+async def test_the_audio_before_a_vad_start_never_reaches_back_into_the_utterance_before():
+    fake = SlowWhisperEngine(delay_s=0.01)
+    # A preroll longer than the pause: the caller goes on 0.6 s after the first part's end.
+    stt = StreamingWhisperSTTService(engine=fake, preroll_s=1.0, partial_interval_s=0.05)
+    events = vad_events(1.5, 2.2) + vad_events(2.8, 3.6)
+    frames = paced_frames(silence(4.2), SAMPLE_RATE, speed=2.0, events=events)
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    first, second = of_type(down, FinalTranscriptionFrame)
+    assert first.audio_start_s == pytest.approx(1.5 + START_SECS - 1.0, abs=FRAME_S)  # the whole preroll
+    # The second starts where the first's VAD stop came, not 1.0 s before its own VAD start.
+    assert second.audio_start_s == pytest.approx(2.2 + STOP_SECS, abs=FRAME_S)
+
+
+async def test_a_first_word_the_vad_heard_late_is_kept_with_little_silence_before_it(tmp_path):
+    speech = synthesize_speech("Um, is there parking near the shop?", tmp_path / "late.wav", tail_silence=0.4)
+    fake = SlowWhisperEngine(delay_s=0.01)
+    stt = StreamingWhisperSTTService(engine=fake, preroll_s=1.0, partial_interval_s=0.05)
+    # The VAD said "started" 0.5 s into the speech (Silero: 0.36-0.86 s on the FAQ questions):
+    # the preroll holds the first words and 0.5 s of silence before them.
+    events = [(speech.speech_start_s + 0.5, VADUserStartedSpeakingFrame(start_secs=START_SECS)),
+              (speech.speech_end_s + STOP_SECS, VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS))]
+    frames = paced_frames(speech.pcm(SAMPLE_RATE), SAMPLE_RATE, speed=2.0, events=events)
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    assert final.audio_start_s == pytest.approx(speech.speech_start_s - 0.3, abs=FRAME_S)
+
+
 async def test_the_final_transcript_reports_stt_ttfb():
     fake = SlowWhisperEngine(delay_s=0.05)
     stt = fake_stt(fake, partial_interval_s=0.05)

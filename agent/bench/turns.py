@@ -215,7 +215,8 @@ async def play(clip: TurnClip, engine, config: BriskConfig,
     branches = {policy: _branch(policy, config, audio_check) for policy in POLICIES}
     stt = StreamingWhisperSTTService(engine=engine, scheduler=WhisperScheduler(engine),
                                      partial_interval_s=config.stt_partial_interval_secs,
-                                     max_utterance_s=config.stt_max_utterance_secs)
+                                     max_utterance_s=config.stt_max_utterance_secs,
+                                     preroll_s=config.stt_preroll_secs)
     vad = VADProcessor(vad_analyzer=make_vad(config, "brisk"))
     started: list[float] = []
 
