@@ -44,8 +44,12 @@ def recorded_with_a_pause(pause_ms: int):
 
 @pytest.mark.parametrize("parts", [
     ("My order number is", 0.9, "four five seven two, and I want to know where it is."),
+    # Not met yet (issue 15): "Saturday." ends the turn, the router starts the booking, and a
+    # routed tool call is not undone by the caller going on, so the addition is a turn of its own.
+    pytest.param(("I would like to rent two bikes for Saturday,", 0.8, "and a child seat if you have one."),
+                 marks=pytest.mark.xfail(strict=True, reason="a routed booking is not undone by a continuation")),
     "recorded",
-], ids=["order-number", "recorded-speech"])
+], ids=["order-number", "rental", "recorded-speech"])
 async def test_a_pause_mid_sentence_gets_one_answer_to_the_whole_question_after_the_caller_finished(parts):
     llm = ScriptedLLM(ttft_s=0.2, tokens_per_s=40.0,
                       answer_for=lambda m: f"You asked: {[x for x in m if x['role'] == 'user'][-1]['content']}")
