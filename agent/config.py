@@ -148,7 +148,7 @@ class BriskConfig(BaseSettings):
     )
     stt_second_opinion_beam: int = Field(5, ge=1, description="Beam width of the second opinion.")
     stt_review_unrecognised: bool = Field(
-        True, description="Also give the second opinion a final no intent of the business file asks (its LLM turns)."
+        True, description="Also give the second opinion a final no intent of the business file asks (every turn the fast path does not answer)."
     )
     stt_doubt_below: float = Field(
         -0.4, le=0, description="A final whose average token log probability is below this gets the second opinion."

@@ -7,6 +7,7 @@ from its ``Resources``; nothing heavy is loaded per call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from loguru import logger
@@ -129,7 +130,7 @@ class Runtime:
         return vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
 
     def _recognised(self):
-        """What the second opinion also hears again: finals no intent of the business asks."""
+        """What the second opinion also hears again: finals no intent of the business asks (None: off)."""
         config = self.config
         if not (config.stt_review_unrecognised and config.fast_path and config.business_definition.intents):
             return None
@@ -137,7 +138,9 @@ class Runtime:
         from agent.business.intents import IntentMatcher
 
         business = config.business_definition
-        return IntentMatcher(business, facts=FactIndex(business)).recognises
+        # Pure in the words, so one bounded cache serves every call: the scheduler's doubts() and
+        # better() ask about the same final.
+        return functools.lru_cache(maxsize=256)(IntentMatcher(business, facts=FactIndex(business)).recognises)
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine

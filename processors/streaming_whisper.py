@@ -110,10 +110,11 @@ def _from_onset(preroll: bytes, rate: int) -> bytes:
     if count == 0:
         return preroll
     energy = np.sqrt(np.mean(samples[: count * frame].reshape(count, frame) ** 2, axis=1))
-    loud = np.nonzero(energy >= _ONSET_OF_PEAK * energy.max())[0] if energy.max() > 0 else []
-    if len(loud) == 0:
+    peak = energy.max()
+    if peak == 0:
         return preroll
-    start = max(0, loud[0] * frame - round(_LEAD_S * rate))
+    first_loud = int(np.argmax(energy >= _ONSET_OF_PEAK * peak))
+    start = max(0, first_loud * frame - round(_LEAD_S * rate))
     return preroll[start * 2:]
 
 

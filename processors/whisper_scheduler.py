@@ -122,9 +122,10 @@ class WhisperScheduler:
             return first
         self.counts["reviewed"] += 1
         kept = self.better(first, second)
-        logger.debug(f"whisper: second opinion [{second.transcript if second else ''}] "
-                     f"({second.avg_logprob if second else float('nan'):.2f}) on [{first.transcript}] "
-                     f"({first.avg_logprob:.2f}): kept the {'second' if kept is not first else 'first'}")
+        # loguru's own formatting: on the turn's path, nothing is formatted unless DEBUG is on.
+        logger.debug("whisper: second opinion [{}] ({:.2f}) on [{}] ({:.2f}): kept the {}",
+                     second.transcript if second else "", second.avg_logprob if second else float("nan"),
+                     first.transcript, first.avg_logprob, "second" if kept is not first else "first")
         self.counts["reviewed_changed"] += kept is not first
         return kept
 

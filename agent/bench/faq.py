@@ -149,7 +149,8 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
         log("faq: task scenarios (tools and the booking flow) ...")
         tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
         llm_tools = None if scripted else await measure_llm_tools(runtime, config, lambda: _router(config))
-        asr = await asyncio.to_thread(measure_asr, config, questions, clips)
+        asr = await asyncio.to_thread(measure_asr, config, questions, clips,
+                                      runtime.resources.whisper_scheduler.recognised)
 
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
     return {
@@ -217,11 +218,11 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
             for side in FLAVORS} | {"turns": turns}
 
 
-def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
+def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=None) -> dict:
     """WER and fast-path agreement per Whisper model, with and without the business vocabulary, and
     for the default: tiny.en with base's second opinion on the finals it is unsure of or the
-    business does not recognise."""
-    from agent.business.facts import FactIndex, vocabulary_of
+    business does not recognise (``recognised``: the runtime's own predicate)."""
+    from agent.business.facts import vocabulary_of
     from agent.business.intents import IntentMatcher
     from agent.models import whisper_model_path
     from processors.whisper_engine import WhisperEngine
@@ -229,7 +230,6 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list) -> dict:
 
     business = config.business_definition
     matcher = IntentMatcher(business)
-    recognised = IntentMatcher(business, facts=FactIndex(business)).recognises if config.stt_review_unrecognised else None
     vocabulary = vocabulary_of(business)
     results = {}
     engines = {}

@@ -306,8 +306,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # named by the answer alone: "during the week" is Monday to Friday).
     # When every word of the question is one the file knows, the retrieved lines are about it
     # and any of their numbers may be said.
-    mentioned = _words(question) | _words(answer)
     asked_words = _words(question)
+    mentioned = asked_words | _words(answer)
     unknown = index.unknown_words(question)
     strict = bool(unknown)
     # A claim about what the caller asked that the file does not know, their word said back in a
