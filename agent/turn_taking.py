@@ -13,6 +13,7 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
+from agent.tools.functions import REDO_CALLS
 from processors.speculation_stats import SpeculationStats
 from processors.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
@@ -67,7 +68,7 @@ def make_continuation(config: BriskConfig, flavor: str, context: LLMContext) -> 
     if flavor != "brisk" or config.turn_continuation_window_secs <= 0:
         return []
     return [TurnContinuation(context, window_s=config.turn_continuation_window_secs,
-                             heard_s=config.turn_continuation_heard_secs)]
+                             heard_s=config.turn_continuation_heard_secs, redo_calls=REDO_CALLS)]
 
 
 def make_dtmf(config: BriskConfig, flavor: str) -> list:

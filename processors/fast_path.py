@@ -52,7 +52,7 @@ class FastAnswer:
 
     intent: str
     text: str
-    tool: str | None = None  # run this function (frames.tools.RunFunctionCallFrame) instead of saying text
+    tool: str | None = None  # run this function (frames.tools.RunFunctionCallFrame), after saying text if any
     arguments: dict = field(default_factory=dict, compare=True, hash=False)
 
 
@@ -60,7 +60,12 @@ AnswerFor = Callable[[str], FastAnswer | None]
 
 
 def last_user_text(frame: LLMContextFrame) -> str:
-    for message in reversed(frame.context.get_messages()):
+    return last_user_words(frame.context)
+
+
+def last_user_words(context) -> str:
+    """The caller's last words in ``context`` (an ``LLMContext``), or ""."""
+    for message in reversed(context.get_messages()):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
@@ -140,11 +145,11 @@ class FastPathResponder(FrameProcessor):
 
     async def _speak(self, answer: FastAnswer):
         self.hits.append(answer)
+        if answer.text:
+            for frame in (LLMFullResponseStartFrame(), LLMTextFrame(answer.text), LLMFullResponseEndFrame()):
+                frame.metadata[FAST_PATH] = answer.intent
+                await self.push_frame(frame)
         if answer.tool is not None:
             # Side effects wait for the confirmed turn: a held call runs only now, never as a draft.
             await self.push_frame(RunFunctionCallFrame(function_name=answer.tool, arguments=answer.arguments,
                                                        context=self._context))
-            return
-        for frame in (LLMFullResponseStartFrame(), LLMTextFrame(answer.text), LLMFullResponseEndFrame()):
-            frame.metadata[FAST_PATH] = answer.intent
-            await self.push_frame(frame)

@@ -22,6 +22,7 @@ from pipecat.frames.frames import (
     TextFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
+    TTSSpeakFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
@@ -56,8 +57,9 @@ PIPELINE_END = 1 << 13
 EAGER_CANCEL = 1 << 14
 LLM_START = 1 << 15
 LLM_END = 1 << 16
+TTS_SPEAK = 1 << 17  # words said as they are, not the LLM's (a flow step's question)
 # Stages read where a frame enters its processor, and where a frame is pushed.
-ENTER_KINDS = CONTEXT | EAGER_CANCEL | TTS_TEXT_IN
+ENTER_KINDS = CONTEXT | EAGER_CANCEL | TTS_TEXT_IN | TTS_SPEAK
 BOUNDARY_KINDS = VAD_START | USER_START | VAD_STOP | USER_STOP | BOT_STOP | PIPELINE_END
 PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START | LLM_START | LLM_END
 
@@ -92,6 +94,7 @@ def frame_kind(cls: type) -> int:
         (EagerEndOfTurnCancelFrame, EAGER_CANCEL),
         (LLMFullResponseStartFrame, LLM_START),
         (LLMFullResponseEndFrame, LLM_END),
+        (TTSSpeakFrame, TTS_SPEAK),
     )
     for base, bit in checks:
         if issubclass(cls, base):

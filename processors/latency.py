@@ -173,7 +173,7 @@ class LatencyObserver(BaseObserver):
     When the user resumes speaking (a new ``VADUserStartedSpeakingFrame``) before the turn
     ended and before any bot audio, the stages measured so far are dropped and measured
     again: the earlier VAD stop was a pause, not the end of speech. ``user_text`` keeps every
-    final transcript of the turn; ``bot_text`` joins the LLM text of the response.
+    final transcript of the turn; ``bot_text`` joins the response's LLM text and ``TTSSpeakFrame``s.
 
     The reference (0 ms) is the true end of speech when :meth:`mark_speech_end` gave one for
     the turn (``"reference": "speech_end"``), otherwise the VAD stop minus the VAD's
@@ -364,8 +364,9 @@ class LatencyObserver(BaseObserver):
                 turn.stages.pop("llm_request", None)
                 turn.speculative = False
                 turn.withdrawn += 1
-        elif role == kinds.TTS and kind & kinds.TTS_TEXT_IN and turn.responding:
+        elif role == kinds.TTS and kind & (kinds.TTS_TEXT_IN | kinds.TTS_SPEAK) and turn.responding:
             turn.mark("tts_first_text", ts)
+            turn.bot_text += [f" {frame.text}"] if kind & kinds.TTS_SPEAK else []
 
     async def _on_turn_frame_pushed(self, frame, kind: int, role: int, ts: int, source):
         if kind & kinds.BOUNDARY_KINDS:
@@ -482,13 +483,8 @@ class LatencyObserver(BaseObserver):
 
         stages_ms: dict[str, float | None] = {}
         for stage in STAGES:
-            if ref_ns is None:
-                stages_ms[stage] = None
-            elif stage == "speech_end":
-                stages_ms[stage] = 0.0
-            else:
-                ts = turn.stages.get(stage)
-                stages_ms[stage] = None if ts is None else round((ts - ref_ns) / 1e6, 1)
+            ts = ref_ns if stage == "speech_end" else turn.stages.get(stage)
+            stages_ms[stage] = None if ref_ns is None or ts is None else round((ts - ref_ns) / 1e6, 1)
         return {
             "turn": turn.n,
             "user_text": " ".join(t for t in turn.user_text if t),

@@ -16,7 +16,10 @@ end and before its answer had been heard: the bot had not started speaking, or h
 than ``heard_s`` before and was still speaking (the start of the new turn interrupts that answer
 the usual way, so nothing of it is spoken later). Its user message is then merged with the last
 one, and any assistant text between them (what was said of the cut answer) is dropped, so the
-LLM, the fast path and the tool router see the whole question once. Independently of timing,
+LLM, the fast path and the tool router see the whole question once. A call of one of the
+``redo_calls`` (a lookup, the opening of a booking: nothing lasting is done yet) that the first
+half started is taken back the same way, its call, result and the instructions that came with it
+dropped: the whole question is routed again, and its words choose the call. Independently of timing,
 two user messages in a row (an answer that never came) are always merged: consecutive user
 messages never reach the LLM separately. A speculative draft's context is merged the same way,
 so a draft started on the second half answers the whole.
@@ -25,6 +28,7 @@ so a draft started on the second half answers the whole.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -46,17 +50,21 @@ from frames.turn import UserTurnContinuedFrame
 class TurnContinuation(FrameProcessor):
     """Merges a turn with the one before it when the caller went on before the answer was heard."""
 
-    def __init__(self, context: LLMContext, *, window_s: float = 2.0, heard_s: float = 1.0, **kwargs):
+    def __init__(self, context: LLMContext, *, window_s: float = 2.0, heard_s: float = 1.0,
+                 redo_calls: Collection[str] = (), **kwargs):
         """Create the processor.
 
         Args:
             context: The call's context, the one the user aggregator writes.
             window_s: The caller starting again this soon after a turn ended may be going on.
             heard_s: An answer heard for less than this (and not finished) was not yet heard.
+            redo_calls: Functions whose call a continued turn takes back, to be made again from
+                the whole question: only those that change nothing the caller was told of.
             **kwargs: Passed to ``FrameProcessor``.
         """
         super().__init__(**kwargs)
         self.context = context
+        self.redo_calls = frozenset(redo_calls)
         self.window_s = window_s
         self.heard_s = heard_s
         self.merged = 0
@@ -112,7 +120,7 @@ class TurnContinuation(FrameProcessor):
         if before is None:
             return None
         between = messages[before + 1:last]
-        if between and not (self._continuing and all(_said_text(m) for m in between)):
+        if between and not (self._continuing and _taken_back(between, self.redo_calls)):
             return None
         text = f"{messages[before]['content'].strip()} {messages[last]['content'].strip()}".strip()
         context.set_messages([*messages[:before], {"role": "user", "content": text}])
@@ -127,9 +135,29 @@ def _last_user(messages: list, end: int) -> int | None:
         message = messages[i]
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             return i
-        if message.get("role") != "assistant" or not _said_text(message):
-            return None  # a tool result, a flow's instruction: not two halves of one question
     return None
+
+
+def _taken_back(between: list, redo_calls: frozenset) -> bool:
+    """Whether the messages between two halves of a question are all undone by joining them:
+    what was said of the cut answer, and calls of ``redo_calls`` with their results and the
+    instructions they brought (a flow's step). Anything else (a booking confirmed, a tool
+    result the LLM answered from) keeps the halves apart."""
+    calls = {call.get("id") for m in between if m.get("role") == "assistant"
+             for call in m.get("tool_calls") or () if call.get("function", {}).get("name") in redo_calls}
+    for message in between:
+        role = message.get("role")
+        if _said_text(message):
+            continue
+        if role == "assistant" and message.get("tool_calls") \
+                and all(call.get("id") in calls for call in message["tool_calls"]):
+            continue
+        if role == "tool" and message.get("tool_call_id") in calls:
+            continue
+        if role in ("system", "developer") and calls:
+            continue
+        return False
+    return True
 
 
 def _said_text(message: dict) -> bool:

@@ -95,8 +95,12 @@ def test_a_number_said_after_the_bot_asked_for_one_is_the_order_number():
 class _Booking:
     """What the router sees of a booking in progress (agent/tools/booking.RentalBooking)."""
 
-    def __init__(self, step):
+    def __init__(self, step, opened_by=None):
         self.step = step
+        self.opened_by = opened_by
+
+    def continues_request(self, text):
+        return self.opened_by is not None and text.startswith(self.opened_by) and text != self.opened_by
 
     def route(self, text):
         day = words.day(text, TUESDAY)
@@ -113,6 +117,28 @@ def test_during_a_booking_the_step_is_answered_and_anything_else_asks_again():
     assert r("What time do you open on Saturday?").intent == "hours"
     assert r("Can I talk to a person, please?").tool == "transfer_to_human"
     assert r("Purple.").text.startswith("Sorry, I didn't catch that.")
+
+
+def test_the_request_that_opened_a_booking_gone_on_is_routed_again_whole():
+    r = router(_Booking("choose_bike", opened_by="I would like to rent two bikes for Saturday."))
+    assert r("A city bike.").text.startswith("Sorry, I didn't catch that.")  # the step's fake reads days only
+    again = r("I would like to rent two bikes for Saturday. And a child seat if you have one.")
+    assert (again.tool, again.arguments) == ("book_rental", {"day": "2026-12-05", "count": 2})
+
+
+@pytest.mark.parametrize("said, tool, named", [
+    ("I would like to rent two bikes for Saturday. And a child seat if you have one.", "book_rental", "a child seat"),
+    ("Where is my order 4572? And do you sell unicorns?", "lookup_order", "unicorns"),
+])
+def test_a_request_with_more_no_fact_holds_runs_its_tool_after_saying_that_part_is_not_known(said, tool, named):
+    answer = router()(said)
+    assert answer.tool == tool
+    assert answer.text == f"I'm sorry, I don't know about {named}; I can put you through to a person for that."
+
+
+def test_more_the_facts_speak_of_is_the_llms_and_no_request_first_runs_no_tool():
+    assert router()("I want to rent a bike. How much is it?") is None  # the LLM answers the whole, from the facts
+    assert router()("What is the weather like? And a child seat if you have one.").tool is None
 
 
 def test_the_spoken_order_status_reads_digits_one_by_one():

@@ -191,7 +191,8 @@ async def continuation_rig():
     context = LLMContext()
     pair = LLMContextAggregatorPair(
         context, user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
-    continuation, ends, voice = TurnContinuation(context, window_s=2.0, heard_s=1.0), TurnEnds(), BotVoice()
+    continuation = TurnContinuation(context, window_s=2.0, heard_s=1.0, redo_calls={"book_rental"})
+    ends, voice = TurnEnds(), BotVoice()
     worker = PipelineWorker(Pipeline([pair.user(), continuation, ends, voice]), params=PipelineParams(),
                             cancel_on_idle_timeout=False)
     runner = WorkerRunner(handle_sigint=False)
@@ -231,6 +232,41 @@ async def test_going_on_in_the_first_moments_of_the_answer_drops_what_was_said_o
         await asyncio.sleep(0.4)
     assert [m["role"] for m in context.get_messages()] == ["user"]
     assert user_messages(context) == ["I would like to rent two bikes for Saturday. And a child seat if you have one."]
+
+
+def routed(name: str, call_id: str) -> list[dict]:
+    """A call the fast path made for the caller's words, as pipecat writes it into the context."""
+    return [{"role": "assistant", "tool_calls": [{"id": call_id, "type": "function",
+                                                  "function": {"name": name, "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": '{"started": true}'}]
+
+
+async def test_going_on_takes_back_a_call_the_first_half_made_and_asks_the_whole_question():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "I would like to rent two bikes for Saturday.")
+        await asyncio.sleep(0.3)
+        for message in [*routed("book_rental", "brisk-routed-1"),
+                        {"role": "developer", "content": "Ask which bike the caller wants."}]:
+            context.add_message(message)  # the booking's flow opened at its first step
+        await voice.speak(True)
+        context.add_message({"role": "assistant", "content": "Which bike would"})
+        await asyncio.sleep(0.3)
+        await utterance(worker, "And a child seat if you have one.")
+        await asyncio.sleep(0.4)
+    assert [m["role"] for m in context.get_messages()] == ["user"]
+    assert continuation.merged == 1
+
+
+async def test_a_call_that_did_something_lasting_keeps_the_halves_apart():
+    async with continuation_rig() as (worker, continuation, ends, voice, context):
+        await utterance(worker, "Yes.")
+        await asyncio.sleep(0.3)
+        for message in routed("confirm_booking", "brisk-routed-2"):
+            context.add_message(message)  # the booking is written
+        await asyncio.sleep(0.3)
+        await utterance(worker, "And a child seat if you have one.")
+        await asyncio.sleep(0.4)
+    assert user_messages(context) == ["Yes.", "And a child seat if you have one."] and continuation.merged == 0
 
 
 async def test_an_answer_heard_to_its_end_is_not_continued():

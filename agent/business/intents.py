@@ -141,6 +141,13 @@ class IntentMatcher:
         of its intents is as often a mishearing ("open on certain days") as a new question."""
         return self.match(text) is not None or self._topic_asked(text) is not None
 
+    def unknown_details(self, text: str) -> list[str]:
+        """The words of ``text`` no fact of the file holds, in the order said ("child", "seat")."""
+        if self._facts is None:
+            return []
+        unknown = self._facts.unknown_words(text)
+        return list(dict.fromkeys(w for w in comparison_words(text) if w in unknown))
+
     def __call__(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
         name = matched[0] if matched else self._topic_asked(text)

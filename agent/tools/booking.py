@@ -11,6 +11,12 @@ A capable LLM calls these functions itself. The embedded 0.5B model does not cal
 reliably (README Tools), so ``RentalBooking.route`` reads each answer from the caller's words
 (agent/tools/words.py) and the fast path runs the step's function through pipecat's function
 calling (frames/tools.py): the same handlers, transitions and context either way.
+
+Each step's question (a ``tts_say`` in the file) is said by an action of ours that does not wait
+for the speech: pipecat's ``tts_say`` holds the node's set-up until its speech has gone down
+the pipeline, and when the caller cuts in over the question, the interruption drops the frame
+it waits for (pipecat issue #5263), so the flow never reaches the step and the caller's answer
+finds none.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from typing import Any
 
 from loguru import logger
 from pipecat.flows import TRANSITION_IN_YAML, Flow, FlowConfig, FlowManager
+from pipecat.frames.frames import TTSSpeakFrame
 
 from agent.business.model import Business
 from agent.tools import words
+from processors.turns.comparison_form import comparison_words
 
 # The order the steps are asked in: a state key, and the node of the shipped flow that asks it.
 STEPS = (("bike", "bike"), ("day", "date"), ("count", "count"), ("name", "name"))
@@ -145,15 +153,41 @@ def opening_slots(text: str, business: Business, now: datetime) -> dict:
     return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in slots.items() if v}
 
 
+# The action that says a step's question (the file's ``tts_say``) without holding the node's set-up.
+SAY = "brisk_say"
+
+
+def _rendered(text: str, state: dict) -> str:
+    return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: str(state.get(m.group(1), "")), text)
+
+
+async def _say(action: dict, flow_manager: FlowManager) -> None:
+    text = _rendered(action.get("text", ""), flow_manager.state)
+    await flow_manager.worker.queue_frame(
+        TTSSpeakFrame(text=text, append_to_context=action.get("append_text_to_context", True)))
+
+
+def _saying_without_waiting(config: FlowConfig) -> FlowConfig:
+    """``config`` with its steps' ``tts_say`` actions said by ``_say``."""
+    def actions(listed):
+        return [a.model_copy(update={"type": SAY}) if a.type == "tts_say" else a for a in listed]
+    nodes = {name: node.model_copy(update={"pre_actions": actions(node.pre_actions),
+                                           "post_actions": actions(node.post_actions)})
+             for name, node in config.nodes.items()}
+    return config.model_copy(update={"nodes": nodes})
+
+
 class RentalBooking:
     """One call's booking flow: its ``FlowManager``, where it is, and what the caller's words fill."""
 
     def __init__(self, flow_manager: FlowManager, config: FlowConfig, tools):
         self.flow_manager = flow_manager
         self.config = config
-        self.flow = Flow(config, handlers=HANDLERS)
+        self.flow = Flow(_saying_without_waiting(config), handlers=HANDLERS)
+        flow_manager.register_action(SAY, _say)
         self._tools = tools
         self._started = False
+        self._opening: tuple[list[str], str] | None = None  # the request's words, and the step it opened at
 
     @property
     def step(self) -> str | None:
@@ -161,18 +195,28 @@ class RentalBooking:
         node = self.config.nodes.get(self.flow_manager.current_node or "")
         return node.functions[0].name if node and node.functions else None
 
-    async def start(self, slots: dict) -> None:
-        """Begin (or begin again) at the first step the request left open."""
+    async def start(self, slots: dict, request: str = "") -> None:
+        """Begin (or begin again) at the first step the ``request`` (the caller's words) left open."""
         state = self.flow_manager.state
         for key in ("bike", "day", "count", "name", "summary", "booking_id", "closed_day"):
             state.pop(key, None)
         state.update(slots)
         node = _next(self.flow_manager)["next"]
+        self._opening = (comparison_words(request), node) if request.strip() else None
         if self.flow_manager.current_node is None and not self._started:
             self._started = True
             await self.flow_manager.initialize(self.flow.node(node))
         else:
             await self.flow_manager.set_node_from_config(self.flow.node(node))
+
+    def continues_request(self, text: str) -> bool:
+        """Whether ``text`` is the request that opened the booking, gone on ("... for Saturday.
+        And a child seat"), with no step answered since: the caller's turn continued
+        (processors/turn_continuation.py took the opening call back), so it is a new request."""
+        if self._opening is None or self.flow_manager.current_node != self._opening[1]:
+            return False
+        opened, said = self._opening[0], comparison_words(text)
+        return len(said) > len(opened) and said[:len(opened)] == opened
 
     def route(self, text: str) -> tuple[str, dict] | None:
         """(the step's function, its arguments) when the words answer the step, else None."""
@@ -187,6 +231,6 @@ class RentalBooking:
         if day is not None:
             return f"Sorry, we're closed on {day:%A}s. Which other day would you like?"
         node = self.config.nodes[self.flow_manager.current_node]
-        said = next((a.model_extra.get("text", "") for a in node.pre_actions if a.type == "tts_say"), "")
-        said = re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: str(self.flow_manager.state.get(m.group(1), "")), said)
+        said = _rendered(next((a.model_extra.get("text", "") for a in node.pre_actions if a.type == "tts_say"), ""),
+                         self.flow_manager.state)
         return f"Sorry, I didn't catch that. {said}".strip()

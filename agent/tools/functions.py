@@ -37,6 +37,7 @@ from agent.tools import words
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
 from frames.turn import FAST_PATH
+from processors.fast_path import last_user_words
 
 
 @dataclass
@@ -122,7 +123,7 @@ async def book_rental(params: FunctionCallParams) -> None:
     tools: CallTools = params.app_resources
     slots = {k: v for k, v in params.arguments.items() if v not in (None, "", 0)}
     await _finish(params, {"started": True, **slots})
-    await tools.booking.start(slots)
+    await tools.booking.start(slots, request=last_user_words(params.context) if params.context else "")
 
 
 async def transfer_to_human(params: FunctionCallParams) -> None:
@@ -145,6 +146,11 @@ async def end_call(params: FunctionCallParams) -> None:
     # Upstream to the worker, which ends the pipeline once the goodbye has played.
     await params.llm.push_frame(EndWorkerFrame(reason="the bot ended the call"), FrameDirection.UPSTREAM)
 
+
+# Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the
+# words): a turn the caller continued takes them back and is routed again whole
+# (processors/turn_continuation.py).
+REDO_CALLS = frozenset({"lookup_order", "book_rental"})
 
 HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,
             "transfer_to_human": transfer_to_human, "end_call": end_call}

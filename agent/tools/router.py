@@ -6,14 +6,21 @@ for the LLM. In order:
 
 1. A booking in progress (agent/tools/booking.py): a question the intents answer is answered
    (the step waits); words that answer its step run the step's function; anything else hears
-   the step's question again. Asking for a person or saying goodbye still works.
+   the step's question again. Asking for a person or saying goodbye still works. The request
+   that opened the booking, continued after a pause, is a new request (3).
 2. Keyed digits, or a number said right after the bot asked for an order number: the order.
 3. The business's intents: an answer template, or a tool with what the words hold for it
    (an order number, the bike, day and count of a rental request). "Do you rent electric
    bikes?" asks about the offer and is the LLM's, not a booking.
+4. Words of several sentences no intent matches whole, whose first is a tool's request and
+   whose rest asks about something no fact holds ("... two bikes for Saturday. And a child
+   seat if you have one."): the tool runs, after the caller is told that the rest is not known
+   here. With a rest the facts do speak of, the LLM answers the whole.
 """
 
 from __future__ import annotations
+
+import re
 
 from agent.business.intents import IntentMatcher, opens_a_question
 from agent.tools import words
@@ -30,6 +37,22 @@ def _asks_about_the_offer(text: str) -> bool:
     return tuple(comparison_words(text)[:2]) in _OFFER_OPENINGS
 
 
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_ARTICLES = {"a", "an", "the", "any", "some"}
+
+
+def _named(text: str, unknown: list[str]) -> str:
+    """How the caller named what no fact holds: "a child seat" in "And a child seat if you have
+    one", "unicorns" in "Do you sell unicorns?" (the unknown words after an article, else the last)."""
+    said = comparison_words(text)
+    for i, word in enumerate(said[:-1]):
+        if word in _ARTICLES and said[i + 1] in unknown:
+            end = i + 1
+            while end < len(said) and said[end] in unknown:
+                end += 1
+            return " ".join(said[i:end])
+    return unknown[-1]
+
 # Intents that may cut into a booking in progress.
 _ANYTIME_TOOLS = ("transfer_to_human", "end_call")
 
@@ -43,7 +66,7 @@ class ToolRouter:
 
     def __call__(self, text: str) -> FastAnswer | None:
         booking = self.tools.booking
-        if booking is not None and booking.step is not None:
+        if booking is not None and booking.step is not None and not booking.continues_request(text):
             # "What time do you open on Saturday?" is a question to answer, not the day to book.
             asked = self.matcher(text) if opens_a_question(text) else None
             if asked is not None and asked.tool is None and asked.intent != "unknown":
@@ -55,6 +78,9 @@ class ToolRouter:
             if answer is not None and answer.tool in _ANYTIME_TOOLS:
                 return answer
             return FastAnswer("booking:ask_again", booking.ask_again(text))
+        return self._request(text) or self._request_and_more(text)
+
+    def _request(self, text: str) -> FastAnswer | None:
         keyed = words.keyed_digits(text)
         if keyed is not None or (self._asked_for_order() and words.order_number(text)):
             if "lookup_order" in self.tools.business.tools:
@@ -66,6 +92,17 @@ class ToolRouter:
         if answer.tool == "book_rental" and _asks_about_the_offer(text):
             return None  # "Do you rent electric bikes?" asks what the shop does: the LLM, with its facts
         return FastAnswer(answer.intent, "", tool=answer.tool, arguments=self._arguments(answer.tool, text))
+
+    def _request_and_more(self, text: str) -> FastAnswer | None:
+        first, *rest = _SENTENCE_END.split(text.strip())
+        if not rest:
+            return None
+        opening = self._request(first)
+        unknown = self.matcher.unknown_details(" ".join(rest))
+        if opening is None or opening.tool is None or not unknown:
+            return None
+        said = f"I'm sorry, I don't know about {_named(' '.join(rest), unknown)}; I can put you through to a person for that."
+        return FastAnswer(opening.intent, said, tool=opening.tool, arguments=opening.arguments)
 
     def _asked_for_order(self) -> bool:
         last = self.tools.calls[-1] if self.tools.calls else None
