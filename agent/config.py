@@ -150,6 +150,9 @@ class BriskConfig(BaseSettings):
     stt_review_unrecognised: bool = Field(
         True, description="Also give the second opinion a final no intent of the business file asks (every turn the fast path does not answer)."
     )
+    stt_review_early: bool = Field(
+        True, description="Start that second opinion on the stable partial before the VAD stop, so the final is ready at the turn end."
+    )
     stt_doubt_below: float = Field(
         -0.4, le=0, description="A final whose average token log probability is below this gets the second opinion."
     )

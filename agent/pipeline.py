@@ -196,6 +196,7 @@ def make_stt(resources: Resources, flavor: Flavor):
         partial_interval_s=config.stt_partial_interval_secs,
         max_utterance_s=config.stt_max_utterance_secs,
         preroll_s=config.stt_preroll_secs,
+        review_early=config.stt_review_early,
     )
 
 

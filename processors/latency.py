@@ -360,10 +360,11 @@ class LatencyObserver(BaseObserver):
                 turn.mark("llm_request", ts)
                 turn.speculative = bool(frame.speculation)
             elif kind & kinds.EAGER_CANCEL and turn.speculative:
-                # The draft is withdrawn; the request that follows is the one answered.
-                turn.stages.pop("llm_request", None)
-                turn.speculative = False
-                turn.withdrawn += 1
+                # The draft is withdrawn, unheard; the request that follows is the one answered.
+                for stage in ("llm_request", "llm_first_token"):
+                    turn.stages.pop(stage, None)
+                turn.bot_text.clear()
+                turn.speculative, turn.withdrawn = False, turn.withdrawn + 1
         elif role == kinds.TTS and kind & (kinds.TTS_TEXT_IN | kinds.TTS_SPEAK) and turn.responding:
             turn.mark("tts_first_text", ts)
             turn.bot_text += [f" {frame.text}"] if kind & kinds.TTS_SPEAK else []
@@ -433,10 +434,13 @@ class LatencyObserver(BaseObserver):
         turn = self._turn
         if turn is not None and not turn.user_done:
             if kind & kinds.VAD_START:
-                # The user resumed: what was measured ended a pause, not the turn.
-                turn.stages.clear()
-                turn.bot_text.clear()
-                turn.speculative = False
+                # The user resumed: what was measured ended a pause, not the turn. A draft still
+                # in flight may yet be the answer (if not, it is withdrawn: EAGER_CANCEL).
+                draft = ("llm_request", "llm_first_token") if turn.speculative else ()
+                turn.stages = {s: ts for s, ts in turn.stages.items() if s in draft}
+                if not turn.stages:
+                    turn.bot_text.clear()
+                    turn.speculative = False
             return
         if turn is not None:
             await self._close_turn(ts, interrupted=True)

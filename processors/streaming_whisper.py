@@ -12,6 +12,12 @@ one transcription in flight, always of the newest audio of the current utterance
 ``FinalTranscriptionFrame`` (``finalized=True``) per utterance after the VAD stop: a partial that
 already covered the end of speech is promoted as is, otherwise the utterance is transcribed once.
 
+A final the scheduler ``doubts`` is heard again by its second opinion before it is pushed. With
+``review_early``, that review starts on the first partial whose words repeat the one before (the
+caller paused, or finished) instead of after the VAD stop: later partials and the final with the
+same words are reported as the review heard them, so the final is ready when the turn ends and
+a draft made on the partials is made on the reviewed words. Words that change start it again.
+
 Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` way) and, in
 ``partial_stats``, each partial job's duration and audio span plus how often finals were reused.
 """
@@ -41,8 +47,10 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from processors.turns.comparison_form import comparison_form
 from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult, whisper_input
 from processors.whisper_scheduler import WhisperScheduler
+
 
 @dataclass(frozen=True)
 class PartialJob:
@@ -90,6 +98,18 @@ class PartialStats:
 class _Partial:
     end_sample: int
     result: WhisperResult
+    reviewed: bool = False  # the second opinion's word on these words: not to be heard again
+
+
+@dataclass
+class _EarlyReview:
+    words: str  # the first transcript's words (comparison form) it is hearing again
+    task: asyncio.Task  # -> the transcript to keep (WhisperScheduler.review)
+    first: WhisperResult  # that first transcript: kept, if the review says so
+
+    def result(self) -> WhisperResult | None:
+        done = self.task.done() and not self.task.cancelled() and self.task.exception() is None
+        return self.task.result() if done else None
 
 
 # The preroll is cut to start this long before the first sound in it: a second of silence before
@@ -128,6 +148,7 @@ class _Utterance:
         self.audio = bytearray(preroll)
         self.ended = False
         self.last_partial: _Partial | None = None
+        self.early: _EarlyReview | None = None
         self.job: asyncio.Task | None = None
         self.job_end_sample = start_sample
 
@@ -155,6 +176,7 @@ class StreamingWhisperSTTService(STTService):
         preroll_s: float = 1.0,
         reuse_covering_partial: bool = True,
         max_utterance_s: float = 20.0,
+        review_early: bool = True,
         **kwargs,
     ):
         """Initialize the service.
@@ -176,6 +198,8 @@ class StreamingWhisperSTTService(STTService):
             max_utterance_s: Speech without a VAD stop this long (a TV, hold music, a caller
                 who never pauses) is transcribed as said so far, pushed as a final, and
                 continued as a new utterance, so no clip grows without bound.
+            review_early: Start a doubted final's review on the stable partial before it (see
+                the module docstring).
             **kwargs: Passed to ``STTService``.
         """
         kwargs.setdefault(
@@ -192,6 +216,7 @@ class StreamingWhisperSTTService(STTService):
         self._preroll_s = preroll_s
         self._preroll_bytes = 0  # set with the stream's rate, by the first frame
         self._reuse_covering_partial = reuse_covering_partial
+        self._review_early = review_early
         self.partial_stats = PartialStats()
 
         # The stream's rate is the first frame's; _frame_rate is the frame being processed.
@@ -293,8 +318,9 @@ class StreamingWhisperSTTService(STTService):
             utterance.start_sample,
             self._stream_samples - round(stop_secs * utterance.sample_rate),
         )
-        if (utterance.job is None and self._covers(utterance.last_partial, speech_end)
-                and not self._scheduler.doubts(utterance.last_partial.result)):
+        last = utterance.last_partial
+        if (utterance.job is None and self._covers(last, speech_end)
+                and (last.reviewed or not self._scheduler.doubts(last.result))):
             await self._push_final(utterance, utterance.last_partial, reused=True)
             return
         self._final_task = self.create_task(
@@ -315,8 +341,10 @@ class StreamingWhisperSTTService(STTService):
     async def _abandon_open_utterance(self):
         # Without a VAD stop there is no end of speech to finalize at.
         await self._stop_partials()
-        if self._utterance is not None and self._utterance.job is not None:
-            await self.cancel_task(self._utterance.job)
+        if self._utterance is not None:
+            for task in (self._utterance.job, self._utterance.early and self._utterance.early.task):
+                if task is not None:
+                    await self.cancel_task(task)
         self._utterance = None
 
     async def _partial_loop(self, utterance: _Utterance):
@@ -365,7 +393,11 @@ class StreamingWhisperSTTService(STTService):
                 text=text,
             )
         )
-        utterance.last_partial = _Partial(end_sample, result)
+        partial = _Partial(end_sample, result)
+        if self._review_early:
+            partial = self._heard_again(utterance, partial, utterance.last_partial, audio)
+        utterance.last_partial = partial
+        text = partial.result.transcript
         # After the VAD stop the final follows at once; a partial would only repeat it.
         if text and not utterance.ended:
             await self.push_frame(
@@ -374,7 +406,7 @@ class StreamingWhisperSTTService(STTService):
                     user_id=self._user_id,
                     timestamp=time_now_iso8601(),
                     language=Language(self._engine.language),
-                    result=result,
+                    result=partial.result,
                     utterance_id=utterance.id,
                     audio_start_s=utterance.seconds(utterance.start_sample),
                     audio_end_s=utterance.seconds(end_sample),
@@ -404,15 +436,49 @@ class StreamingWhisperSTTService(STTService):
                 if result is None:
                     return
                 source = _Partial(end_sample, result)
-            if self._scheduler.doubts(source.result):
-                # Resampled only here: a final reused as is costs no second pass over its audio.
-                reviewed = await self._scheduler.review(utterance.samples(), source.result, owner=self)
+            if not source.reviewed and self._scheduler.doubts(source.result):
+                reviewed = await self._reviewed(utterance, source.result)
                 if reviewed is not source.result:
-                    source, reused = _Partial(end_sample, reviewed), False
+                    source, reused = _Partial(end_sample, reviewed, reviewed=True), False
         except Exception as e:
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
             return
         await self._push_final(utterance, source, reused=reused)
+
+    async def _reviewed(self, utterance: _Utterance, first: WhisperResult) -> WhisperResult:
+        """The second opinion's transcript to keep for ``first``: the early review's when it is
+        of the same words, else a review of the whole utterance."""
+        early = utterance.early
+        if early is not None and early.words == comparison_form(first.transcript) and not early.task.cancelled():
+            await asyncio.wait({early.task})
+            kept = early.result()
+            if kept is not None:
+                return first if kept is early.first else kept
+        if early is not None:
+            await self.cancel_task(early.task)
+        # Resampled only here: a final reused as is costs no second pass over its audio.
+        return await self._scheduler.review(utterance.samples(), first, owner=self)
+
+    def _heard_again(self, utterance: _Utterance, partial: _Partial, before: _Partial | None,
+                     audio: np.ndarray) -> _Partial:
+        """``partial`` as the early review heard its words; a review started when they repeat ``before``'s."""
+        words = comparison_form(partial.result.transcript)
+        early = utterance.early
+        if early is not None and early.words == words:
+            kept = early.result()
+            if kept is None:
+                return partial
+            return _Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
+        if (before is None or not words or comparison_form(before.result.transcript) != words
+                or not self._scheduler.doubts(partial.result)):
+            return partial
+        if early is not None:
+            early.task.cancel()  # of words the caller has since gone on from
+        first = partial.result
+        task = self.create_task(self._scheduler.review(audio, first, owner=self, early=True),
+                                name=f"early-review-{utterance.id}")
+        utterance.early = _EarlyReview(words, task, first)
+        return partial
 
     async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool):
         if reused:

@@ -21,6 +21,9 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   race on the store?", which base hears as "Sunday" and "address". A transcript the business
   recognises beats one it does not; between two it does not (or two it does), the surer wins.
   A final the business recognises at once is never held up: the fast path answers it;
+- a stable partial the second opinion would hear again may be reviewed ``early``, while the
+  caller may still be speaking (processors/streaming_whisper.py): after every final, before
+  every partial, so no call's final waits behind another call's guess at its end;
 - a cancelled job that has not started never runs, and one that has started stops between
   encoding and decoding (CTranslate2 cannot stop inside either), so cancelling frees the
   engine for the next job (the engine runs on a thread of its own, not the default pool the
@@ -42,7 +45,7 @@ from loguru import logger
 
 from processors.whisper_engine import WhisperEngine, WhisperResult
 
-FINAL, PARTIAL = 0, 1  # priorities: lower runs first
+FINAL, EARLY_REVIEW, PARTIAL = 0, 1, 2  # priorities: lower runs first
 
 
 Recognised = Callable[[str], bool]
@@ -111,16 +114,20 @@ class WhisperScheduler:
     def _knows(self, result: WhisperResult) -> bool:
         return self.recognised is None or self.recognised(result.transcript)
 
-    async def review(self, audio: np.ndarray, first: WhisperResult, *, owner: object) -> WhisperResult:
+    async def review(self, audio: np.ndarray, first: WhisperResult, *, owner: object,
+                     early: bool = False) -> WhisperResult:
         """The surer of ``first`` and the second opinion on the same ``audio``; ``first`` when the
-        second opinion fails, so a broken review never costs the caller their words."""
+        second opinion fails, so a broken review never costs the caller their words. ``early``:
+        of a partial, before the turn ended (after every final in the queue)."""
         try:
-            second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion)
+            second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion,
+                                     priority=EARLY_REVIEW if early else FINAL)
         except Exception:
             logger.exception("whisper: the second opinion failed; keeping the first transcript")
             self.counts["review_failed"] += 1
             return first
         self.counts["reviewed"] += 1
+        self.counts["reviewed_early"] += early
         kept = self.better(first, second)
         # loguru's own formatting: on the turn's path, nothing is formatted unless DEBUG is on.
         logger.debug("whisper: second opinion [{}] ({:.2f}) on [{}] ({:.2f}): kept the {}",
@@ -134,7 +141,7 @@ class WhisperScheduler:
         return await self._run(audio, owner=owner, final=final, engine=None)
 
     async def _run(self, audio: np.ndarray, *, owner: object, final: bool,
-                   engine: WhisperEngine | None) -> WhisperResult | None:
+                   engine: WhisperEngine | None, priority: int | None = None) -> WhisperResult | None:
         kind = "final" if final else "partial"
         loop = asyncio.get_running_loop()
         if not final:
@@ -144,7 +151,9 @@ class WhisperScheduler:
                     self.counts["partial_superseded"] += 1
             self._queue = [j for j in self._queue if not j.future.done()]
             heapq.heapify(self._queue)
-        job = _Job(FINAL if final else PARTIAL, next(self._seq), owner, audio, loop.create_future(), engine=engine)
+        if priority is None:
+            priority = FINAL if final else PARTIAL
+        job = _Job(priority, next(self._seq), owner, audio, loop.create_future(), engine=engine)
         heapq.heappush(self._queue, job)
         self._ensure_worker(loop)
         try:
@@ -183,5 +192,5 @@ class WhisperScheduler:
                 job.future.set_exception(job.task.exception())
             else:
                 job.future.set_result(job.task.result())
-                self.counts["final" if job.priority == FINAL else "partial"] += 1
+                self.counts["partial" if job.priority == PARTIAL else "final"] += 1
         self._worker = None

@@ -34,7 +34,7 @@ from agent.bench.meters import (
 )
 from agent.bench.report import WAYPOINTS, summarize_side
 from agent.bench.stats import bootstrap_ratio, percentiles, word_error_rate
-from processors.speculation_stats import DraftOutcome, SpeculationStats
+from processors.speculation_stats import DraftOutcome, SpeculationStats, merge_reports
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -160,6 +160,26 @@ def test_unanswered_turns_are_counted_not_dropped_and_left_out_of_v2v():
     assert side["llm_totals"]["requests"] == 3 and side["llm_totals"]["completion_tokens"] == 15
     # One unknown count makes the total unknown, not smaller.
     assert side["llm_totals"]["cached"] is None
+
+
+def test_speculation_is_reported_over_the_llms_turns_with_its_hits_apart():
+    def turn(v2v, *, committed=0, cancelled=0, fast_path=None):
+        stages = {s: None for s in WAYPOINTS} | {"turn_end": 500.0, "first_audio_out": v2v - 200.0}
+        return {
+            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
+            "v2v_ms": v2v, "stages_ms": stages, "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {},
+            "fast_path": fast_path, "speculative": bool(committed),
+            "speculation": None if fast_path else merge_reports([]) | {
+                "drafts_started": committed + cancelled, "committed": committed, "cancelled": cancelled,
+                "superseded": 0, "time_saved_ms": []},
+        }
+
+    side = summarize_side([turn(900.0, committed=1), turn(1500.0, cancelled=1), turn(1700.0),
+                           turn(600.0, fast_path="hours")])
+    assert side["draft_at_turn_end"] == 0.667  # two of the three LLM turns; the fast path's is not one
+    assert side["hits_v2v_ms"]["n"] == 1 and side["hits_v2v_ms"]["p50"] == 900.0
+    assert side["hits_turn_end_to_audio_ms"]["p50"] == 200.0
+    assert "hits_v2v_ms" not in summarize_side([turn(600.0, fast_path="hours")])
 
 
 def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_reference_word():

@@ -238,6 +238,23 @@ async def test_a_pause_the_user_resumes_from_does_not_split_the_turn():
     assert record["user_text"] == "what time is it what time is it"
 
 
+async def test_a_draft_in_flight_when_the_user_resumes_is_still_the_answer_recorded():
+    observer = LatencyObserver()
+    pipeline, _ = _voice_pipeline()
+    frames = [VADUserStartedSpeakingFrame(), UserStartedSpeakingFrame(), SleepFrame(0.1),
+              VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS), SleepFrame(0.05),
+              LLMContextFrame(LLMContext(), speculation=True), SleepFrame(0.3),  # drafted on a stable partial
+              VADUserStartedSpeakingFrame(), SleepFrame(0.1),  # a breath: the VAD starts again
+              VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS), SleepFrame(0.2),
+              UserStoppedSpeakingFrame(), SleepFrame(0.6)]  # the draft is kept: no new request
+
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    (record,) = observer.turns
+    assert record["bot_text"] == "It is ten. Bye." and record["speculative"]
+    assert record["stages_ms"]["llm_request"] is not None and record["stages_ms"]["llm_first_token"] is not None
+
+
 async def test_a_new_turn_closes_an_unanswered_one_as_interrupted():
     pipeline, _ = _voice_pipeline()
     observer = LatencyObserver()

@@ -232,6 +232,65 @@ async def test_a_covering_partial_whisper_was_unsure_of_is_heard_again_before_it
     assert len(second.calls) == 1 and len(unsure.calls) == len(stt.partial_stats.jobs)
 
 
+def doubted_and_reviewed(said, review_delay_s=0.01):
+    """A scheduler whose first Whisper is unsure of ``said(samples)`` and whose second opinion is sure."""
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9, text_of=said)
+    second = SlowWhisperEngine(delay_s=review_delay_s, avg_logprob=-0.2, text_of=lambda n: f"reviewed {n}")
+    return unsure, second, WhisperScheduler(unsure, second_opinion=second)
+
+
+def review_heard(text: str) -> int:
+    return int(text.removeprefix("reviewed "))
+
+
+async def test_words_that_repeat_are_heard_again_before_the_vad_stop_and_the_final_is_ready_at_it():
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: "Are you open on certain days?")
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    [review] = second.calls  # one review, on a partial's audio, long before the speech ended
+    assert final.text.startswith("reviewed") and final.reused_partial
+    assert review_heard(final.text) == round(review.audio_seconds * SAMPLE_RATE) < 1.0 * SAMPLE_RATE
+    # The partials after it carry the reviewed words, so a draft is made on them.
+    partials = [f.text for f in of_type(down, PartialTranscriptionFrame)]
+    assert partials[:2] == ["Are you open on certain days?"] * 2 and partials[-1] == final.text
+    assert scheduler.counts["reviewed"] == scheduler.counts["reviewed_early"] == 1
+
+
+async def test_words_that_change_after_an_early_review_are_heard_again_and_the_old_review_is_not_used():
+    gone_on = round(1.2 * SAMPLE_RATE)  # from here on the caller has said more
+    unsure, second, scheduler = doubted_and_reviewed(
+        lambda n: "I would like" if n < gone_on else "I would like two bikes")
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    assert len(second.calls) == 2
+    assert review_heard(final.text) >= gone_on  # the review of the whole words, not of their start
+
+
+async def test_without_early_review_a_doubted_final_is_heard_again_after_the_vad_stop():
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: "Are you open on certain days?")
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler, review_early=False)
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    [review] = second.calls
+    utterance_start = 0.5 + START_SECS - PREROLL_S
+    assert review_heard(final.text) == round((1.7 - utterance_start) * SAMPLE_RATE) and not final.reused_partial
+    assert set(f.text for f in of_type(down, PartialTranscriptionFrame)) == {"Are you open on certain days?"}
+
+
 async def test_without_reuse_the_final_is_a_fresh_transcription_of_the_whole_utterance():
     fake = SlowWhisperEngine(delay_s=0.01)
     stt = fake_stt(fake, partial_interval_s=0.02, reuse_covering_partial=False)

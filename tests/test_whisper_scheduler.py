@@ -208,3 +208,24 @@ async def test_a_second_opinion_that_fails_keeps_the_first_transcript():
     assert scheduler.counts["review_failed"] == 1
     # The engine goes on: the next final is transcribed as usual.
     assert (await scheduler.transcribe(clip(0.5), owner=object(), final=True)).text == unsure.text_for(SAMPLE_RATE // 2)
+
+
+async def test_an_early_review_waits_behind_every_final_and_goes_before_every_partial():
+    engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
+    second = SlowWhisperEngine(delay_s=0.05, label="reviewed")
+    scheduler = WhisperScheduler(engine, second_opinion=second)
+    a, b, c = object(), object(), object()
+    first = await scheduler.transcribe(clip(1.0), owner=a, final=True)
+
+    running = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False))
+    await asyncio.sleep(0.01)
+    partial = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
+    early = asyncio.create_task(scheduler.review(clip(1.5), first, owner=a, early=True))
+    await asyncio.sleep(0)
+    final = asyncio.create_task(scheduler.transcribe(clip(4.0), owner=c, final=True))
+    await asyncio.gather(running, partial, early, final)
+
+    # Another caller's final, asked for after it, still goes first; a partial asked before it waits.
+    assert [round(call.audio_seconds, 1) for call in engine.calls] == [1.0, 2.0, 4.0, 3.0]
+    assert engine.calls[2].ended_at <= second.calls[0].started_at <= engine.calls[3].started_at
+    assert scheduler.counts["reviewed_early"] == 1

@@ -55,10 +55,34 @@ def summarize_side(turns: list[dict]) -> dict:
             "llm_server": percentiles([t["cpu_s"]["llm_server"] for t in turns]),
         },
         "speculation": merge_reports(speculation) if speculation else None,
+        **_hits(turns),
         "llm_totals": {
             k: (None if any(t["llm"].get(k) is None for t in turns) else sum(t["llm"][k] for t in turns))
             for k in llm_keys
         },
+    }
+
+
+def _hits(turns: list[dict]) -> dict:
+    """What speculation did for the turns the LLM answered (not the fast path's): how often a
+    draft was in flight when the turn ended (kept or cancelled there), and, for the hits (its
+    answer kept), voice-to-voice and turn end -> first audio out. Empty for a side that drafts none."""
+    llm = [t for t in turns if t["answered"] and not t.get("fast_path")]
+    if not any(t.get("speculation") for t in llm):
+        return {}
+    hits = [t for t in llm if t.get("speculative")]
+    at_end = [t for t in llm if t.get("speculation") and (t["speculation"]["committed"] or t["speculation"]["cancelled"])]
+
+    def after_turn_end(t):
+        stages = t["stages_ms"]
+        if stages.get("first_audio_out") is None or stages.get("turn_end") is None:
+            return None
+        return round(stages["first_audio_out"] - stages["turn_end"], 1)
+
+    return {
+        "draft_at_turn_end": round(len(at_end) / len(llm), 3) if llm else None,
+        "hits_v2v_ms": percentiles([t["v2v_ms"] for t in hits]),
+        "hits_turn_end_to_audio_ms": percentiles([after_turn_end(t) for t in hits]),
     }
 
 
@@ -145,6 +169,13 @@ def format_table(result: dict) -> str:
                 f"{name} speculation: drafts {spec['drafts_started']}, committed {spec['committed']}, "
                 f"cancelled {spec['cancelled']}, superseded {spec['superseded']}, hit rate {spec['hit_rate']}, "
                 f"wasted tokens {spec['wasted_prompt_tokens']} prompt + {spec['wasted_completion_tokens']} generated"
+            )
+        if side.get("hits_v2v_ms"):
+            hits, after = side["hits_v2v_ms"], side["hits_turn_end_to_audio_ms"]
+            lines.append(
+                f"{name} LLM turns: a draft in flight at the turn end {side['draft_at_turn_end']}; on hits (n={hits['n']}) "
+                f"v2v P50/P95 {fmt(hits['p50'])}/{fmt(hits['p95'])} ms, turn end -> first audio out "
+                f"{fmt(after['p50'])}/{fmt(after['p95'])} ms"
             )
     if config.get("llm_tokens_source") is None:
         lines.append("LLM tokens: ? = unknown (the LLM server reported no usage and has no /metrics)")

@@ -48,6 +48,7 @@ class SlowWhisperEngine:
         clock: Callable[[], float] = time.monotonic,
         label: str = "heard",
         error: Exception | None = None,
+        text_of: Callable[[int], str] | None = None,
     ):
         """Set how long each call takes and the confidences every result reports.
 
@@ -59,7 +60,10 @@ class SlowWhisperEngine:
                 observer timestamps).
             label: The transcript's first word, to tell two engines' transcripts apart.
             error: Raised by every call after its delay (a broken engine).
+            text_of: The transcript of so many samples, instead of naming the count (words
+                that stay the same while the audio grows, as a caller's do in a pause).
         """
+        self.text_of = text_of
         self.label = label
         self.error = error
         self.delay_s = delay_s
@@ -72,7 +76,7 @@ class SlowWhisperEngine:
 
     def text_for(self, samples: int) -> str:
         """The transcript this engine gives for ``samples`` samples of audio."""
-        return f"{self.label} {samples} samples"
+        return self.text_of(samples) if self.text_of else f"{self.label} {samples} samples"
 
     async def transcribe_async(self, audio: np.ndarray, should_stop=None) -> WhisperResult:
         """Sleep ``delay_s``, log the call, and name the audio length in the text."""
