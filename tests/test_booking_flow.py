@@ -72,3 +72,14 @@ async def test_the_opening_request_gone_on_is_a_new_request_and_a_step_answer_is
         assert not booking.continues_request("A city bike.")
         await booking.start({"bike": "city bike"}, request="")  # begun again with nothing said: nothing to go on
         assert not booking.continues_request("I would like to rent two bikes for Saturday, and a child seat.")
+
+
+async def test_two_calls_book_at_once_each_at_its_own_step_and_with_its_own_opening():
+    async with booking_call() as (first, first_worker, _), booking_call() as (second, _, _):
+        await first.start({"day": "2026-12-05", "count": 2}, request="I would like to rent two bikes for Saturday.")
+        await second.start({"bike": "city bike", "day": "2026-12-04"}, request="A city bike for Friday, please.")
+        await first_worker.queue_frame(InterruptionFrame())  # only the first caller cuts in
+        await asyncio.sleep(0.3)
+        assert (first.step, second.step) == ("choose_bike", "choose_count")
+        assert first.continues_request("I would like to rent two bikes for Saturday. And a child seat.")
+        assert not second.continues_request("I would like to rent two bikes for Saturday. And a child seat.")

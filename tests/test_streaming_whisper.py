@@ -5,6 +5,7 @@ flight, newest audio, reuse of a covering partial) without depending on the mode
 VAD frames are scripted at the exact speech boundaries plus pipecat's default start/stop delays.
 """
 
+import asyncio
 import wave
 
 import pytest
@@ -274,6 +275,25 @@ async def test_words_that_change_after_an_early_review_are_heard_again_and_the_o
     [final] = of_type(down, FinalTranscriptionFrame)
     assert len(second.calls) == 2
     assert review_heard(final.text) >= gone_on  # the review of the whole words, not of their start
+
+
+async def test_two_calls_sharing_one_whisper_each_get_the_early_review_of_their_own_words():
+    # The longer call goes on past what the shorter one says: its final words are other words.
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: "Are you open" if n < 28000 else "Are you open on Sundays")
+
+    async def call(speech_end_s):
+        stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+        frames = paced_frames(silence(speech_end_s + 0.2), SAMPLE_RATE, speed=2.0,
+                              events=vad_events(0.5, speech_end_s)[:1])
+        frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return review_heard(final.text), (speech_end_s + 0.2 - (0.5 + START_SECS - PREROLL_S)) * SAMPLE_RATE
+
+    (heard_a, audio_a), (heard_b, audio_b) = await asyncio.gather(call(1.5), call(2.5))
+    # Each final is the review of a partial of its own call's audio, not of the other call's.
+    assert heard_a <= audio_a < 28000 <= heard_b <= audio_b
+    assert scheduler.counts["reviewed_early"] == 3  # one per call, and the longer one's new words
 
 
 async def test_without_early_review_a_doubted_final_is_heard_again_after_the_vad_stop():
