@@ -95,13 +95,14 @@ class ToolRouter:
 
     def _request_and_more(self, text: str) -> FastAnswer | None:
         first, *rest = _SENTENCE_END.split(text.strip())
-        if not rest:
+        opening = self._request(first) if rest else None
+        if opening is None or opening.tool is None:
             return None
-        opening = self._request(first)
-        unknown = self.matcher.unknown_details(" ".join(rest))
-        if opening is None or opening.tool is None or not unknown:
+        rest = " ".join(rest)
+        unknown = self.matcher.unknown_details(rest)
+        if not unknown:
             return None
-        said = f"I'm sorry, I don't know about {_named(' '.join(rest), unknown)}; I can put you through to a person for that."
+        said = f"I'm sorry, I don't know about {_named(rest, unknown)}; I can put you through to a person for that."
         return FastAnswer(opening.intent, said, tool=opening.tool, arguments=opening.arguments)
 
     def _asked_for_order(self) -> bool:
