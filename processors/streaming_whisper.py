@@ -23,7 +23,6 @@ Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` w
 """
 
 import asyncio
-import functools
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
@@ -101,11 +100,6 @@ class _Partial:
     result: WhisperResult
     reviewed: bool = False  # the second opinion's word on these words: not to be heard again
 
-    @functools.cached_property
-    def words(self) -> str:
-        """Its transcript as compared (comparison form): once per partial, not per comparison."""
-        return comparison_form(self.result.transcript)
-
 
 @dataclass
 class _EarlyReview:
@@ -113,13 +107,9 @@ class _EarlyReview:
     task: asyncio.Task  # -> the transcript to keep (WhisperScheduler.review)
     first: WhisperResult  # that first transcript: kept, if the review says so
 
-    def kept_for(self, first: WhisperResult) -> WhisperResult | None:
-        """What to keep for ``first``, a transcript of the same words: the review's words, or
-        ``first`` itself when the review kept the first opinion; None while it runs."""
-        if not self.task.done() or self.task.cancelled() or self.task.exception() is not None:
-            return None
-        kept = self.task.result()
-        return first if kept is self.first else kept
+    def result(self) -> WhisperResult | None:
+        done = self.task.done() and not self.task.cancelled() and self.task.exception() is None
+        return self.task.result() if done else None
 
 
 # The preroll is cut to start this long before the first sound in it: a second of silence before
@@ -459,11 +449,11 @@ class StreamingWhisperSTTService(STTService):
         """The second opinion's transcript to keep for ``first``: the early review's when it is
         of the same words, else a review of the whole utterance."""
         early = utterance.early
-        if early is not None and early.words == comparison_form(first.transcript):
+        if early is not None and early.words == comparison_form(first.transcript) and not early.task.cancelled():
             await asyncio.wait({early.task})
-            kept = early.kept_for(first)
+            kept = early.result()
             if kept is not None:
-                return kept
+                return first if kept is early.first else kept
         if early is not None:
             await self.cancel_task(early.task)
         # Resampled only here: a final reused as is costs no second pass over its audio.
@@ -472,12 +462,14 @@ class StreamingWhisperSTTService(STTService):
     def _heard_again(self, utterance: _Utterance, partial: _Partial, before: _Partial | None,
                      audio: np.ndarray) -> _Partial:
         """``partial`` as the early review heard its words; a review started when they repeat ``before``'s."""
-        words = partial.words
+        words = comparison_form(partial.result.transcript)
         early = utterance.early
         if early is not None and early.words == words:
-            kept = early.kept_for(partial.result)
-            return partial if kept is None else _Partial(partial.end_sample, kept, reviewed=True)
-        if (before is None or not words or before.words != words
+            kept = early.result()
+            if kept is None:
+                return partial
+            return _Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
+        if (before is None or not words or comparison_form(before.result.transcript) != words
                 or not self._scheduler.doubts(partial.result)):
             return partial
         if early is not None:
@@ -489,10 +481,6 @@ class StreamingWhisperSTTService(STTService):
         return partial
 
     async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool):
-        early = utterance.early
-        if early is not None and not early.task.done():
-            # A review of words the final did not keep: free the engine at the turn's busiest moment.
-            await self.cancel_task(early.task)
         if reused:
             self.partial_stats.reused_finals += 1
         else:

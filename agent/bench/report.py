@@ -80,7 +80,7 @@ def _hits(turns: list[dict]) -> dict:
         return round(stages["first_audio_out"] - stages["turn_end"], 1)
 
     return {
-        "draft_at_turn_end": round(len(at_end) / len(llm), 3),
+        "draft_at_turn_end": round(len(at_end) / len(llm), 3) if llm else None,
         "hits_v2v_ms": percentiles([t["v2v_ms"] for t in hits]),
         "hits_turn_end_to_audio_ms": percentiles([after_turn_end(t) for t in hits]),
     }

@@ -95,14 +95,13 @@ class ToolRouter:
 
     def _request_and_more(self, text: str) -> FastAnswer | None:
         first, *rest = _SENTENCE_END.split(text.strip())
-        opening = self._request(first) if rest else None
-        if opening is None or opening.tool is None:
+        if not rest:
             return None
-        rest = " ".join(rest)
-        unknown = self.matcher.unknown_details(rest)
-        if not unknown:
+        opening = self._request(first)
+        unknown = self.matcher.unknown_details(" ".join(rest))
+        if opening is None or opening.tool is None or not unknown:
             return None
-        said = f"I'm sorry, I don't know about {_named(rest, unknown)}; I can put you through to a person for that."
+        said = f"I'm sorry, I don't know about {_named(' '.join(rest), unknown)}; I can put you through to a person for that."
         return FastAnswer(opening.intent, said, tool=opening.tool, arguments=opening.arguments)
 
     def _asked_for_order(self) -> bool:
