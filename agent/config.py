@@ -246,7 +246,7 @@ class BriskConfig(BaseSettings):
         0.92, ge=0, le=1, description="Word similarity of draft and final transcript needed to keep the draft."
     )
     speculation_prefetch_tts: bool = Field(
-        True, description="Synthesise a held draft's first chunk before the turn is confirmed (hibari TTS only)."
+        True, description="Synthesise a held draft's first chunk before the turn is confirmed (hibari, espeak; Cartesia opens its context)."
     )
 
     # --- speaking ---------------------------------------------------------------------------

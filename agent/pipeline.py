@@ -271,8 +271,9 @@ def make_chunker(config: BriskConfig, flavor: Flavor) -> list:
 
 
 def make_speculative_audio(config: BriskConfig, speculation: SpeculationStats | None):
-    """A held draft's first chunk is synthesised before its turn is confirmed (hibari only)."""
-    if speculation is None or not config.speculation_prefetch_tts or config.tts_engine != "hibari":
+    """A held draft's first chunk is synthesised before its turn is confirmed (every engine:
+    hibari and espeak synthesise it locally, Cartesia opens its context)."""
+    if speculation is None or not config.speculation_prefetch_tts:
         return None
     # Cut with the chunker's rules, so the prefetched chunk is the text the TTS will be asked for.
     return SpeculativeAudioCache(chunking(config))
@@ -292,10 +293,13 @@ def make_tts(
     if engine == "espeak":
         from processors.espeak_tts import EspeakTTSService, EspeakTTSSettings
 
-        return EspeakTTSService(settings=EspeakTTSSettings(voice=config.espeak_voice))
-    from pipecat.services.cartesia.tts import CartesiaTTSService
+        return EspeakTTSService(
+            settings=EspeakTTSSettings(voice=config.espeak_voice), speculative_audio=speculative_audio
+        )
+    from processors.cartesia_tts import PrefetchingCartesiaTTSService
 
-    return CartesiaTTSService(
+    return PrefetchingCartesiaTTSService(
+        speculative_audio=speculative_audio,  # None (stock): pipecat's CartesiaTTSService as it is
         api_key=config.cartesia_api_key,
         voice_id=config.cartesia_voice_id,
         model=config.cartesia_model,

@@ -5,6 +5,10 @@ Emits: TTSStartedFrame, TTSAudioRawFrames at espeak's native 22050 Hz (or the ra
 through pipecat's resampler) as espeak writes them, TTSStoppedFrame; an ErrorFrame upstream
 when espeak fails.
 Measures: pipecat's TTS metrics (TTFB to espeak's first audio, processing, usage).
+
+With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also runs espeak on a held
+speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
+asks for the same text.
 """
 
 import asyncio
@@ -16,6 +20,8 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
+
+from processors.speculative_tts import SpeculativeAudioCache, in_background
 
 ESPEAK_SAMPLE_RATE = 22050
 FRAME_SECONDS = 0.04
@@ -54,6 +60,7 @@ class EspeakTTSService(TTSService):
         *,
         executable: str = "espeak-ng",
         settings: Settings | None = None,
+        speculative_audio: SpeculativeAudioCache | None = None,
         **kwargs,
     ):
         """Create the service.
@@ -61,6 +68,8 @@ class EspeakTTSService(TTSService):
         Args:
             executable: The espeak-ng binary to run.
             settings: Voice and words per minute (defaults: "en-us", 175).
+            speculative_audio: The call's cache of a held draft's first chunk, shared with the
+                LLM service; this service synthesises into it and speaks from it.
             **kwargs: Passed to `TTSService`. `sample_rate` defaults to espeak's 22050 Hz, so
                 the output transport resamples if it runs at another rate.
         """
@@ -77,6 +86,9 @@ class EspeakTTSService(TTSService):
             **kwargs,
         )
         self._executable = executable
+        self._speculative_audio = speculative_audio
+        if speculative_audio is not None:
+            speculative_audio.bind_request(lambda text: in_background(self._prefetch(text)))
 
     def can_generate_metrics(self) -> bool:
         """TTFB, processing and usage metrics are supported."""
@@ -84,42 +96,70 @@ class EspeakTTSService(TTSService):
 
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame, None]:
-        """Speak `text` with espeak-ng, yielding audio as the process writes it."""
+        """Speak `text` with espeak-ng, yielding audio as the process writes it (or as it was
+        prefetched for a confirmed draft)."""
         process = None
         try:
             await self.start_tts_usage_metrics(text)
-            process = await asyncio.create_subprocess_exec(
-                self._executable,
-                "--stdout",
-                "-b", "1",  # UTF-8 input
-                "-v", assert_given(self._settings.voice),
-                "-s", str(assert_given(self._settings.words_per_minute)),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            # Text goes through stdin so that text starting with "-" is not read as an option.
-            process.stdin.write(text.encode())
-            process.stdin.close()
-            sample_rate = await self._read_wav_header(process)
+            prefetched = self._speculative_audio.take(text) if self._speculative_audio else None
+            if prefetched is not None:
+                sample_rate, pieces = await prefetched
+                audio = _replay(pieces)
+            else:
+                process = await self._start_espeak(text)
+                sample_rate = await self._read_wav_header(process)
+                audio = self._pcm_chunks(process.stdout, sample_rate)
             async for frame in self._stream_audio_frames_from_iterator(
-                self._pcm_chunks(process.stdout, sample_rate),
-                in_sample_rate=sample_rate,
-                context_id=context_id,
+                audio, in_sample_rate=sample_rate, context_id=context_id
             ):
                 await self.stop_ttfb_metrics()
                 yield frame
-            _, stderr = await process.communicate()
-            if process.returncode != 0:
-                raise EspeakError(_describe_failure(process.returncode, stderr))
+            if process is not None:
+                await self._check_exit(process)
         except Exception as e:
             await self.push_error(error_msg=f"espeak-ng could not speak [{text}]: {e}", exception=e)
         finally:
             await self.stop_ttfb_metrics()
-            # An interruption cancels us mid-read: the process must not outlive the request.
-            if process is not None and process.returncode is None:
-                process.kill()
-                await process.wait()
+            await _stop(process)
+
+    async def cleanup(self):
+        """Drop audio prefetched for a draft the call ended before."""
+        await super().cleanup()
+        if self._speculative_audio is not None:
+            self._speculative_audio.discard("the call ended")
+
+    async def _prefetch(self, text: str) -> tuple[int, list[bytes]]:
+        """The whole of `text`'s audio (a first chunk: a clause) and its sample rate."""
+        process = await self._start_espeak(text)
+        try:
+            sample_rate = await self._read_wav_header(process)
+            pieces = [chunk async for chunk in self._pcm_chunks(process.stdout, sample_rate)]
+            await self._check_exit(process)
+            return sample_rate, pieces
+        finally:
+            await _stop(process)
+
+    async def _start_espeak(self, text: str) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            self._executable,
+            "--stdout",
+            "-b", "1",  # UTF-8 input
+            "-v", assert_given(self._settings.voice),
+            "-s", str(assert_given(self._settings.words_per_minute)),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        # Text goes through stdin so that text starting with "-" is not read as an option.
+        process.stdin.write(text.encode())
+        process.stdin.close()
+        return process
+
+    @staticmethod
+    async def _check_exit(process: asyncio.subprocess.Process):
+        _, stderr = await process.communicate()
+        if process.returncode != 0:
+            raise EspeakError(_describe_failure(process.returncode, stderr))
 
     async def _read_wav_header(self, process: asyncio.subprocess.Process) -> int:
         try:
@@ -137,3 +177,15 @@ class EspeakTTSService(TTSService):
         frame_bytes = int(sample_rate * FRAME_SECONDS) * 2
         while chunk := await stdout.read(frame_bytes):
             yield chunk
+
+
+async def _replay(pieces: list[bytes]) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        yield piece
+
+
+async def _stop(process: asyncio.subprocess.Process | None):
+    # An interruption cancels us mid-read: the process must not outlive the request.
+    if process is not None and process.returncode is None:
+        process.kill()
+        await process.wait()

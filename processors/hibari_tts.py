@@ -28,7 +28,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
 
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.speculative_tts import SpeculativeAudioCache, spoken_pcm
 
 DEFAULT_VOICE = "heart"
 FRAME_SECONDS = 0.04
@@ -146,8 +146,9 @@ class HibariTTSService(TTSService):
         """Synthesise `text` one sentence at a time and yield its audio in 40 ms frames."""
         try:
             await self.start_tts_usage_metrics(text)
+            audio = spoken_pcm(self._speculative_audio, text, self._pcm_chunks)
             async for frame in self._stream_audio_frames_from_iterator(
-                self._audio_for(text), in_sample_rate=SAMPLE_RATE, context_id=context_id
+                audio, in_sample_rate=SAMPLE_RATE, context_id=context_id
             ):
                 await self.stop_ttfb_metrics()
                 yield frame
@@ -161,15 +162,6 @@ class HibariTTSService(TTSService):
         await super().cleanup()
         if self._speculative_audio is not None:
             self._speculative_audio.discard("the call ended")
-
-    async def _audio_for(self, text: str) -> AsyncIterator[bytes]:
-        prefetched = self._speculative_audio.take(text) if self._speculative_audio else None
-        if prefetched is None:
-            async for chunk in self._pcm_chunks(text):
-                yield chunk
-            return
-        for chunk in await prefetched:
-            yield chunk
 
     async def _prefetch_pcm(self, text: str) -> list[bytes]:
         return [chunk async for chunk in self._pcm_chunks(text)]

@@ -9,7 +9,11 @@ is holding them, ``UserStoppedSpeakingFrame`` (the gate releases: the turn is co
 the service binds its synthesiser and asks :meth:`SpeculativeAudioCache.take` for each text it
 is about to speak.
 Emits: nothing into the pipeline. The audio is handed to the TTS service's ``run_tts`` only,
-which pushes it like audio it has just synthesised.
+which pushes it like audio it has just synthesised. A service that synthesises locally (hibari,
+espeak) binds a coroutine that returns the chunk's PCM (:meth:`SpeculativeAudioCache.bind`); one
+that streams from a server binds a function that opens the server's own speculative request and
+returns its handle (:meth:`SpeculativeAudioCache.bind_request`: Cartesia opens a context, which
+the confirmed turn then continues, processors/cartesia_tts.py).
 Measures: :class:`PrefetchStats` — prefetches started, used, discarded, missed.
 
 Why a shared object and not a frame: while the gate holds a draft it holds every non-system
@@ -29,8 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -48,6 +53,17 @@ from processors.sentence_chunker import SentenceFirstAggregator, SentenceFirstCo
 
 # The TTS's synthesiser: text -> its PCM, in the pieces the TTS would stream.
 Synthesize = Callable[[str], Awaitable[list[bytes]]]
+
+
+class Prefetched(Protocol):
+    """What a TTS made of a held draft's first chunk: PCM being synthesised (an asyncio.Task)
+    or a request a TTS server is answering (a Cartesia context). Cancelling it drops its audio."""
+
+    def cancel(self) -> object: ...
+
+
+# A streaming TTS's opener: text -> a handle on the request it started for that text.
+Request = Callable[[str], Prefetched]
 
 _SPACES = re.compile(r"\s+")
 
@@ -74,7 +90,7 @@ class PrefetchStats:
 @dataclass
 class _Prefetch:
     key: str
-    task: asyncio.Task
+    task: Prefetched
     committed: bool = False
 
 
@@ -83,22 +99,27 @@ class SpeculativeAudioCache:
 
     Create one per call and hand it to the LLM service (``speculative_audio=`` on
     ``DraftAccountingMixin``) and to the TTS service (``speculative_audio=`` on
-    ``HibariTTSService``), with the ``SentenceFirstConfig`` the pipeline's ``SentenceChunker``
-    uses, so the chunk cut here is the one the TTS will be asked for.
+    ``HibariTTSService``, ``EspeakTTSService`` or ``PrefetchingCartesiaTTSService``), with the
+    ``SentenceFirstConfig`` the pipeline's ``SentenceChunker`` uses, so the chunk cut here is the
+    one the TTS will be asked for.
     """
 
     def __init__(self, chunking: SentenceFirstConfig | None = None):
         """Args: chunking: the SentenceChunker's rules; ``SentenceFirstConfig()`` when None."""
         self._cutter = SentenceFirstAggregator(chunking)
-        self._synthesize: Synthesize | None = None
+        self._open: Request | None = None
         self._prefetch: _Prefetch | None = None
         # Whether the answer now streaming is held and its first chunk not cut yet.
         self._cutting = False
         self.stats = PrefetchStats()
 
     def bind(self, synthesize: Synthesize):
-        """Called by the TTS service with the coroutine that synthesises a text off the loop."""
-        self._synthesize = synthesize
+        """Called by a local TTS service with the coroutine that synthesises a text off the loop."""
+        self._open = lambda text: in_background(synthesize(text))
+
+    def bind_request(self, open_request: Request):
+        """Called by a streaming TTS service with the function that asks its server for a text."""
+        self._open = open_request
 
     @property
     def pending_text(self) -> str | None:
@@ -115,7 +136,7 @@ class SpeculativeAudioCache:
             direction: Its direction; the gate only acts on downstream frames.
             holding: Whether the gate is holding a speculative answer right now.
         """
-        if direction != FrameDirection.DOWNSTREAM or self._synthesize is None:
+        if direction != FrameDirection.DOWNSTREAM or self._open is None:
             return
         if isinstance(frame, (EagerEndOfTurnCancelFrame, InterruptionFrame)):
             self._cutting = False
@@ -153,7 +174,7 @@ class SpeculativeAudioCache:
         audio is made while the caller is still finishing, as a draft's is. ``confirm`` when the
         turn is confirmed, ``discard`` when it is withdrawn.
         """
-        if self._synthesize is None:
+        if self._open is None:
             return
         await self._cutter.reset()
         chunks = [chunk async for chunk in self._cutter.aggregate(text)]
@@ -170,22 +191,21 @@ class SpeculativeAudioCache:
     def _start(self, text: str):
         self._cutting = False
         self.discard("replaced by a newer draft")
-        task = asyncio.get_running_loop().create_task(self._synthesize(text))
-        task.add_done_callback(_retrieve_exception)
-        self._prefetch = _Prefetch(_key(text), task)
+        self._prefetch = _Prefetch(_key(text), self._open(text))
         self.stats.started += 1
         logger.debug(f"speculative TTS: prefetching the held draft's first chunk [{text}]")
 
     # -- TTS side --------------------------------------------------------------------------------
 
-    def take(self, text: str) -> asyncio.Task | None:
+    def take(self, text: str) -> Prefetched | None:
         """The prefetched audio for ``text``, once its draft is confirmed; else None.
 
         The first text the TTS speaks after a confirmation is the confirmed answer's first
         chunk, so a different text means the prefetch missed: it is dropped either way.
 
         Returns:
-            A task whose result is the PCM pieces (await it: it may still be synthesising).
+            What the bound opener returned: for :meth:`bind`, a task whose result is the PCM
+            pieces (await it: it may still be synthesising).
         """
         prefetch = self._prefetch
         if prefetch is None or not prefetch.committed:
@@ -207,6 +227,26 @@ class SpeculativeAudioCache:
         prefetch.task.cancel()
         self.stats.discarded += 1
         logger.debug(f"speculative TTS: discarded [{prefetch.key}] ({reason})")
+
+
+async def spoken_pcm(cache: SpeculativeAudioCache | None, text: str,
+                     synthesize: Callable[[str], AsyncIterator[bytes]]) -> AsyncIterator[bytes]:
+    """A local TTS's audio for ``text``: the prefetched PCM when ``cache`` holds it for this
+    text, else ``synthesize(text)`` as it streams."""
+    prefetched = cache.take(text) if cache is not None else None
+    if prefetched is None:
+        async for chunk in synthesize(text):
+            yield chunk
+        return
+    for chunk in await prefetched:
+        yield chunk
+
+
+def in_background(synthesis: Awaitable) -> asyncio.Task:
+    """Run a prefetch's synthesis as a task whose failure is reported only if it is spoken."""
+    task = asyncio.get_running_loop().create_task(synthesis)
+    task.add_done_callback(_retrieve_exception)
+    return task
 
 
 def _retrieve_exception(task: asyncio.Task):

@@ -182,6 +182,21 @@ def test_speculation_is_reported_over_the_llms_turns_with_its_hits_apart():
     assert "hits_v2v_ms" not in summarize_side([turn(600.0, fast_path="hours")])
 
 
+def test_the_prefetched_first_chunks_are_totalled_over_the_calls_that_kept_them():
+    def turn(prefetch):
+        return {
+            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
+            "v2v_ms": 800.0, "stages_ms": {s: None for s in WAYPOINTS},
+            "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {}, "tts_prefetch": prefetch,
+        }
+
+    used = {"started": 1, "used": 1, "discarded": 0, "missed": 0}
+    dropped = {"started": 2, "used": 0, "discarded": 2, "missed": 0}
+    assert summarize_side([turn(used), turn(dropped), turn(None)])["tts_prefetch"] == {
+        "started": 3, "used": 1, "discarded": 2, "missed": 0}
+    assert summarize_side([turn(None)])["tts_prefetch"] is None
+
+
 def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_reference_word():
     assert word_error_rate("What time do you open?", "what time do you open") == 0
     assert word_error_rate("do you ship to Canada", "do you fit your can") == pytest.approx(3 / 5)

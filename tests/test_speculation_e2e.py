@@ -26,6 +26,7 @@ from processors.turns.similarity_match import SimilarityMatch
 from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.turns.stable_partials import StabilityConfig
 from processors.streaming_whisper import StreamingWhisperSTTService
+from tests.fakes.cartesia_server import CartesiaStandIn
 from tests.speech import normalize_text, synthesize_speech
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -205,3 +206,50 @@ async def test_a_partial_covering_the_speech_end_is_the_final_without_a_second_t
     [strategy] = made
     assert strategy.stats.count(DraftOutcome.COMMITTED) == 1
     assert record["speculative"] is True and record["bot_text"].strip()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cartesia():
+    async with CartesiaStandIn() as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def brisk_on_cartesia(scripted_llm, cartesia):
+    """(base_url, app) of a Brisk server like ``brisk`` whose voice is the Cartesia stand-in."""
+    _, llm_url = scripted_llm
+    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False, llm_answer_check=False,
+                         cartesia_api_key="test", cartesia_url=cartesia.url)
+    runtime = Runtime(config)
+    await runtime.start()
+    try:
+        async with running_server(config, runtime) as (base_url, app):
+            yield base_url, app
+    finally:
+        await runtime.stop()
+
+
+async def test_a_drafts_first_words_are_at_cartesia_before_the_turn_ends_and_the_answer_continues_them(
+    brisk_on_cartesia, cartesia, llm, speculate, tmp_path
+):
+    base_url, app = brisk_on_cartesia
+    llm.ttft_s, llm.tokens_per_s = 0.3, 100.0
+    llm.answer_for = lambda _messages: SATURDAY_ANSWER
+    speculate(user_speech_timeout=1.5, stability=StabilityConfig(min_silence_s=0.1))
+    cartesia.contexts.clear()
+    clip = synthesize_speech("What time do you open on Saturday?", tmp_path / "q.wav", tail_silence=2.0)
+
+    result = await place_call(base_url, app, clip.samples, clip.sample_rate)
+
+    [record] = result.summary["turns"]
+    assert record["speculative"] is True
+    # One Cartesia context spoke the answer: the draft's, opened before the turn was confirmed
+    # and continued by it to its flush.
+    [(context_id, context)] = cartesia.contexts.items()
+    assert context_id.startswith("draft-") and context.done and not context.cancelled
+    assert "".join(context.transcripts).split() == SATURDAY_ANSWER.split()
+    assert context.opened_at < at(record, "turn_end") < at(record, "first_audio_out")
+    assert result.caller.first_audible_after(result.utterance_ends[0]) is not None
+    assert "ten in the morning" in spoken_bot_texts(result.caller)
+    prefetch = app.state.calls.calls[result.caller.pc_id].speculative_audio.stats
+    assert (prefetch.started, prefetch.used, prefetch.missed) == (1, 1, 0)

@@ -109,6 +109,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
     heard = records[: records.index(record) + 1] if record else []
     user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
     stats = getattr(call, "speculation", None)
+    prefetch = getattr(call, "speculative_audio", None)
     llm = await meter.measure(usage, server_mark, speculation=stats, warmups=prefix_warmups(call))
     if first is None:
         outcome = "no_audio"
@@ -142,6 +143,8 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         },
         "llm": llm,
         "speculation": stats.as_dict() if stats is not None else None,
+        # What became of the held drafts' prefetched first chunks (processors/speculative_tts.py).
+        "tts_prefetch": prefetch.stats.as_dict() if prefetch is not None else None,
     }
 
 

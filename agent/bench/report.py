@@ -55,12 +55,19 @@ def summarize_side(turns: list[dict]) -> dict:
             "llm_server": percentiles([t["cpu_s"]["llm_server"] for t in turns]),
         },
         "speculation": merge_reports(speculation) if speculation else None,
+        "tts_prefetch": _counted([t.get("tts_prefetch") for t in turns]),
         **_hits(turns),
         "llm_totals": {
             k: (None if any(t["llm"].get(k) is None for t in turns) else sum(t["llm"][k] for t in turns))
             for k in llm_keys
         },
     }
+
+
+def _counted(reports: list[dict | None]) -> dict | None:
+    """The sum of per-call counters; None when no call kept them."""
+    reports = [r for r in reports if r]
+    return {key: sum(r.get(key, 0) for r in reports) for key in reports[0]} if reports else None
 
 
 def _hits(turns: list[dict]) -> dict:
@@ -169,6 +176,12 @@ def format_table(result: dict) -> str:
                 f"{name} speculation: drafts {spec['drafts_started']}, committed {spec['committed']}, "
                 f"cancelled {spec['cancelled']}, superseded {spec['superseded']}, hit rate {spec['hit_rate']}, "
                 f"wasted tokens {spec['wasted_prompt_tokens']} prompt + {spec['wasted_completion_tokens']} generated"
+            )
+        prefetch = side.get("tts_prefetch")
+        if prefetch:
+            lines.append(
+                f"{name} first chunks prefetched: {prefetch.get('started', 0)}, spoken from the prefetch "
+                f"{prefetch.get('used', 0)}, discarded {prefetch.get('discarded', 0)}, missed {prefetch.get('missed', 0)}"
             )
         if side.get("hits_v2v_ms"):
             hits, after = side["hits_v2v_ms"], side["hits_turn_end_to_audio_ms"]

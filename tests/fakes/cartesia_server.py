@@ -27,6 +27,7 @@ possible; ``chunk_seconds``: real time).
 import asyncio
 import base64
 import json
+import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -54,6 +55,7 @@ class StandInContext:
     settings: dict | None = None
     pending: str = ""
     elapsed_s: float = 0.0
+    opened_at: float = field(default_factory=time.monotonic)  # when its first input was taken up
 
     @property
     def words(self) -> list[str]:
