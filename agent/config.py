@@ -9,6 +9,7 @@ speak with Cartesia instead of the embedded voice.
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Literal
@@ -153,6 +154,9 @@ class BriskConfig(BaseSettings):
     stt_review_early: bool = Field(
         True, description="Start that second opinion on the stable partial before the VAD stop, so the final is ready at the turn end."
     )
+    stt_review_max_secs: float | None = Field(
+        5.0, gt=0, description="Utterances longer than this (seconds of audio) get no second opinion: the turn would wait ~1/3 of their length for it (None = no limit)."
+    )
     stt_doubt_below: float = Field(
         -0.4, le=0, description="A final whose average token log probability is below this gets the second opinion."
     )
@@ -175,7 +179,9 @@ class BriskConfig(BaseSettings):
     llm_embedded_model: Literal["qwen-0.5b", "smollm2-135m"] = Field(
         "qwen-0.5b", description="Embedded GGUF: qwen-0.5b (default) or smollm2-135m (faster, weaker)."
     )
-    llm_threads: int = Field(2, ge=1, description="CPU threads for the embedded llama.cpp server.")
+    llm_threads: int | None = Field(
+        None, ge=1, description="CPU threads for the embedded llama.cpp server; unset = half the CPU cores (at least 1)."
+    )
     llm_context_tokens: int = Field(
         2048, ge=256, description="Context window of each call in the embedded LLM server (one slot's)."
     )
@@ -251,7 +257,7 @@ class BriskConfig(BaseSettings):
 
     # --- speaking ---------------------------------------------------------------------------
     first_chunk_min_words: int = Field(
-        3, ge=1, description="Words a first clause needs before a comma/colon/dash sends it to TTS."
+        2, ge=1, description="Words a first clause needs before a comma/colon/dash sends it to TTS."
     )
     first_chunk_word_cap: int = Field(
         8, ge=1, description="With no punctuation yet, the first chunk goes to TTS after about this many words."
@@ -425,6 +431,19 @@ class BriskConfig(BaseSettings):
     def tools_offered_to_llm(self) -> bool:
         """Whether the LLM's requests carry the tools (``llm_tools`` with 'auto' resolved)."""
         return self.llm_tools == "on" or (self.llm_tools == "auto" and not self.embedded_llm)
+
+    @property
+    def llm_server_threads(self) -> int:
+        """``llm_threads``, unset resolved: half the cores this process may run on, at least one.
+
+        llama.cpp's threads wait for each other at every step, so one that shares a core with
+        Whisper or the TTS stalls the rest: on 2 cores with Whisper busy on one, 2 threads
+        decoded at 417 ms a token and 1 thread at 43 ms (26 and 34 ms with nothing else
+        running; README Performance). The other half is left for the calls' own work.
+        """
+        if self.llm_threads is not None:
+            return self.llm_threads
+        return max(1, len(os.sched_getaffinity(0)) // 2)
 
     @property
     def tts_engine(self) -> Literal["hibari", "espeak", "cartesia"]:

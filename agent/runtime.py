@@ -53,7 +53,7 @@ class Runtime:
                 model_path=llm_path,
                 binary=binary,
                 model_alias=config.llm_embedded_model,
-                n_threads=config.llm_threads,
+                n_threads=config.llm_server_threads,
                 n_ctx=config.llm_context_tokens,
                 parallel=config.llm_parallel or config.max_calls,
                 log_dir=config.models_dir,
@@ -95,7 +95,8 @@ class Runtime:
             whisper_model_path=whisper_path,
             whisper_engine=whisper_engine,
             whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
-                                               doubt_below=config.stt_doubt_below, recognised=self._recognised()),
+                                               doubt_below=config.stt_doubt_below, recognised=self._recognised(),
+                                               review_max_s=config.stt_review_max_secs),
             hibari_voice=hibari_voice,
             llm_client=make_openai_client(
                 base_url=base_url,

@@ -2,7 +2,8 @@
 
 Consumes: text from pipecat's TTS machinery (LLM sentences, TTSSpeakFrame).
 Emits: TTSStartedFrame, 40 ms TTSAudioRawFrames sentence by sentence, TTSStoppedFrame;
-an ErrorFrame upstream when synthesis fails.
+an ErrorFrame upstream when synthesis fails. A text that ends at a clause mark (a first chunk
+cut at a comma) ends with a comma's pause, not a sentence's.
 Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
 
 With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthesises a held
@@ -36,6 +37,14 @@ FRAME_SECONDS = 0.04
 # which start up to ~80 ms before the -40 dBFS default gate opens.
 _ONSET_THRESHOLD_DB = -60.0
 _ONSET_SEARCH_BYTES = SAMPLE_RATE * 2  # the first second
+# hibari ends every text with ~0.41 s of silence: a sentence's pause. A chunk cut at a comma
+# (the sentence-first chunker's first clause) then had 0.46-0.49 s of silence before the next
+# chunk's words, where the same text said whole pauses 0.06-0.14 s at that comma: the answer
+# sounded halting. Such a chunk keeps this much of its trailing silence, so with the next
+# chunk's 50 ms lead-in the pause at the join is 0.12-0.15 s: a comma's.
+CLAUSE_PAUSE_S = 0.07
+_CLAUSE_ENDS = (",", ";", ":", "—", "–", "-")
+_SILENCE_RMS = 300  # int16 RMS of a 10 ms window below which it counts as silence
 
 _load_lock = threading.Lock()
 # Synthesis runs on threads of its own, shared by every call's voice: it never queues behind
@@ -64,6 +73,19 @@ def load_voice(name: str = DEFAULT_VOICE) -> Hibari:
 
 def _to_pcm16(audio: np.ndarray) -> bytes:
     return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+def _with_trailing_silence(pcm: bytes, seconds: float) -> bytes:
+    """``pcm`` cut to keep ``seconds`` of silence after its last voiced 10 ms."""
+    samples = np.frombuffer(pcm, "<i2")
+    window = SAMPLE_RATE // 100
+    whole = len(samples) // window * window
+    rms = np.sqrt(np.mean(samples[:whole].astype(np.float32).reshape(-1, window) ** 2, axis=1))
+    voiced = np.flatnonzero(rms >= _SILENCE_RMS)
+    if voiced.size == 0:
+        return pcm
+    end = (voiced[-1] + 1) * window + round(seconds * SAMPLE_RATE)
+    return pcm[: min(len(samples), end) * 2]
 
 
 async def _drop_text_without_words(text: str, text_type: str) -> str:
@@ -173,8 +195,11 @@ class HibariTTSService(TTSService):
         # first goes out while the next is synthesised, and a cancelled call stops here,
         # before asking for the next sentence.
         loop = asyncio.get_running_loop()
-        for phonemes in await loop.run_in_executor(_SYNTHESIS, self._voice.phonemize, text):
+        sentences = await loop.run_in_executor(_SYNTHESIS, self._voice.phonemize, text)
+        for i, phonemes in enumerate(sentences):
             pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed)
+            if i == len(sentences) - 1 and text.rstrip().endswith(_CLAUSE_ENDS):
+                pcm = _with_trailing_silence(pcm, CLAUSE_PAUSE_S)
             for start in range(0, len(pcm), frame_bytes):
                 yield pcm[start : start + frame_bytes]
 

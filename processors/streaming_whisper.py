@@ -320,7 +320,7 @@ class StreamingWhisperSTTService(STTService):
         )
         last = utterance.last_partial
         if (utterance.job is None and self._covers(last, speech_end)
-                and (last.reviewed or not self._scheduler.doubts(last.result))):
+                and (last.reviewed or not self._doubts(utterance, last))):
             await self._push_final(utterance, utterance.last_partial, reused=True)
             return
         self._final_task = self.create_task(
@@ -436,7 +436,7 @@ class StreamingWhisperSTTService(STTService):
                 if result is None:
                     return
                 source = _Partial(end_sample, result)
-            if not source.reviewed and self._scheduler.doubts(source.result):
+            if not source.reviewed and self._doubts(utterance, source):
                 reviewed = await self._reviewed(utterance, source.result)
                 if reviewed is not source.result:
                     source, reused = _Partial(end_sample, reviewed, reviewed=True), False
@@ -444,6 +444,11 @@ class StreamingWhisperSTTService(STTService):
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
             return
         await self._push_final(utterance, source, reused=reused)
+
+    def _doubts(self, utterance: _Utterance, heard: _Partial) -> bool:
+        """Whether the scheduler's second opinion should hear these words, of this much audio."""
+        seconds = (heard.end_sample - utterance.start_sample) / utterance.sample_rate
+        return self._scheduler.doubts(heard.result, seconds)
 
     async def _reviewed(self, utterance: _Utterance, first: WhisperResult) -> WhisperResult:
         """The second opinion's transcript to keep for ``first``: the early review's when it is
@@ -470,7 +475,7 @@ class StreamingWhisperSTTService(STTService):
                 return partial
             return _Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
         if (before is None or not words or comparison_form(before.result.transcript) != words
-                or not self._scheduler.doubts(partial.result)):
+                or not self._doubts(utterance, partial)):
             return partial
         if early is not None:
             early.task.cancel()  # of words the caller has since gone on from

@@ -74,15 +74,22 @@ class WhisperScheduler:
     """Runs every call's transcriptions on one engine, finals first; see the module docstring."""
 
     def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
-                 doubt_below: float = -0.4, recognised: Recognised | None = None):
+                 doubt_below: float = -0.4, recognised: Recognised | None = None,
+                 review_max_s: float | None = None):
         """Args:
             recognised: whether the business knows what a transcript asks (its intents); a
                 final it does not is heard again too. None: only unsure finals are.
+            review_max_s: audio longer than this is never heard again. Base's beam search
+                takes about a third of the audio's length on a busy core, and the turn waits
+                for it: 1.5-1.8 s for a 6 s sentence, in which one misheard word seldom
+                changes the answer, against 0.4 s for the short question where one word is
+                the whole question. None: no limit.
         """
         self.engine = engine
         self.second_opinion = second_opinion
         self.doubt_below = doubt_below
         self.recognised = recognised
+        self.review_max_s = review_max_s
         self._queue: list[_Job] = []
         self._running: _Job | None = None
         self._seq = itertools.count()
@@ -94,10 +101,13 @@ class WhisperScheduler:
         """Jobs running or waiting."""
         return len(self._queue) + (self._running is not None)
 
-    def doubts(self, result: WhisperResult | None) -> bool:
+    def doubts(self, result: WhisperResult | None, seconds: float | None = None) -> bool:
         """A final with words Whisper is unsure of, or the business does not recognise, which
-        the second opinion should hear."""
+        the second opinion should hear; ``seconds``: the length of its audio, when known."""
         if self.second_opinion is None or result is None or not result.transcript:
+            return False
+        if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
+            self.counts["review_skipped_long"] += 1
             return False
         return result.avg_logprob < self.doubt_below or not self._knows(result)
 

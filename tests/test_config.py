@@ -72,3 +72,13 @@ def test_the_cli_reports_a_config_error_without_a_stack_trace(monkeypatch, capsy
     err = capsys.readouterr().err
     assert err.startswith("error: invalid Brisk configuration")
     assert "BRISK_PORT" in err
+
+
+def test_the_llm_server_gets_half_the_cores_unless_told(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(2)))
+    assert load_config().llm_server_threads == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(8)))
+    assert load_config().llm_server_threads == 4
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
+    assert load_config().llm_server_threads == 1
+    assert load_config(llm_threads=2).llm_server_threads == 2

@@ -311,6 +311,27 @@ async def test_without_early_review_a_doubted_final_is_heard_again_after_the_vad
     assert set(f.text for f in of_type(down, PartialTranscriptionFrame)) == {"Are you open on certain days?"}
 
 
+async def test_an_utterance_longer_than_the_review_limit_is_not_heard_again_and_a_shorter_one_is():
+    async def final_of(speech_s: float, review_max_s: float):
+        unsure, second, scheduler = doubted_and_reviewed(lambda n: "Are you open on certain days?")
+        scheduler.review_max_s = review_max_s
+        # The final's own review: the words never change here, so an early one would be of the start.
+        stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler, review_early=False)
+        frames = paced_frames(silence(speech_s + 0.7), SAMPLE_RATE, speed=2.0,
+                              events=vad_events(0.5, 0.5 + speech_s)[:1])
+        frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return final.text, second.calls, scheduler.counts
+
+    # The utterance's audio: the speech, the preroll kept before it and the stop's silence.
+    text, reviews, counts = await final_of(3.0, review_max_s=2.5)
+    assert text == "Are you open on certain days?" and reviews == []
+    assert counts["review_skipped_long"] >= 1 and counts["reviewed"] == 0
+    text, reviews, _ = await final_of(1.0, review_max_s=2.5)
+    assert text.startswith("reviewed") and len(reviews) == 1
+
+
 async def test_without_reuse_the_final_is_a_fresh_transcription_of_the_whole_utterance():
     fake = SlowWhisperEngine(delay_s=0.01)
     stt = fake_stt(fake, partial_interval_s=0.02, reuse_covering_partial=False)

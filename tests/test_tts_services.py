@@ -185,6 +185,21 @@ async def test_hibari_cuts_the_silence_before_speech_to_a_short_lead_in():
     assert await onset_seconds() <= 0.06
 
 
+async def test_hibari_ends_a_clause_with_a_commas_pause_and_a_sentence_with_a_sentences():
+    async def trailing_silence_s(text: str) -> float:
+        down, _ = await run_test(HibariTTSService(), frames_to_send=[TTSSpeakFrame(text)])
+        spoken = speech_frames(down)
+        stopped = next(i for i, f in enumerate(spoken) if isinstance(f, TTSStoppedFrame))
+        samples = np.frombuffer(b"".join(f.audio for f in audio_frames(spoken[:stopped])), "<i2")
+        window = SAMPLE_RATE // 100
+        levels = np.sqrt(np.mean(samples[: len(samples) // window * window].astype(float).reshape(-1, window) ** 2, 1))
+        return (len(levels) - 1 - np.flatnonzero(levels >= 300)[-1]) * 0.01
+
+    # The sentence-first chunker's first chunk ends at a comma; the next chunk follows it at once.
+    assert await trailing_silence_s("I'm sorry,") <= 0.09
+    assert await trailing_silence_s("I don't know that.") >= 0.3
+
+
 async def test_hibari_reports_time_to_first_byte():
     tts = HibariTTSService()
     down, _ = await run_test(

@@ -181,6 +181,16 @@ async def test_a_recognised_final_is_not_heard_again_unless_unsure_and_is_kept_o
     assert await scheduler.review(clip(1.0), first, owner=object()) is first
 
 
+async def test_audio_longer_than_the_review_limit_is_not_doubted_however_unsure():
+    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    scheduler = WhisperScheduler(unsure, second_opinion=SlowWhisperEngine(), review_max_s=5.0)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+
+    assert scheduler.doubts(first, seconds=4.9) and scheduler.doubts(first)
+    assert not scheduler.doubts(first, seconds=5.1)
+    assert scheduler.counts["review_skipped_long"] == 1
+
+
 async def test_a_review_waits_behind_no_partial():
     engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
     second = SlowWhisperEngine(delay_s=0.05, label="reviewed")

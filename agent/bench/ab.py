@@ -143,6 +143,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
             "scripted": {"ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s, "answer": DEFAULT_ANSWER}
             if scripted else None,
             "llm_max_tokens": config.llm_max_tokens,
+            "llm_threads": config.llm_server_threads if llm == "embedded" else None,
             "turns_per_side": len(clips),
             "quick": quick,
             "order": "per utterance, stock, stock_tuned and brisk back to back, rotating which goes first",
