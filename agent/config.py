@@ -438,8 +438,9 @@ class BriskConfig(BaseSettings):
 
         llama.cpp's threads wait for each other at every step, so one that shares a core with
         Whisper or the TTS stalls the rest: on 2 cores with Whisper busy on one, 2 threads
-        decoded at 417 ms a token and 1 thread at 43 ms (26 and 34 ms with nothing else
-        running; README Performance). The other half is left for the calls' own work.
+        decoded at 1721 ms a token and 1 thread at 33 ms (22 and 32 ms with nothing else
+        running; ``python -m agent bench --suite threads``). The other half is left for the
+        calls' own work.
         """
         if self.llm_threads is not None:
             return self.llm_threads

@@ -19,7 +19,8 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
 - so is a final, however sure, that the business does not ``recognise`` (no intent of its file
   asks it): tiny.en is sure of "Are you guys open on certain days?" (-0.13) and "What's that
   race on the store?", which base hears as "Sunday" and "address". A transcript the business
-  recognises beats one it does not; between two it does not (or two it does), the surer wins.
+  recognises beats one it does not; between two it does not (or two it does), the one that heard
+  more of the same number ("4572" over "452"), else the surer, wins.
   A final the business recognises at once is never held up: the fast path answers it;
 - a stable partial the second opinion would hear again may be reviewed ``early``, while the
   caller may still be speaking (processors/streaming_whisper.py): after every final, before
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -56,6 +58,27 @@ def surer(first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
     if second is None or not second.transcript or second.avg_logprob <= first.avg_logprob:
         return first
     return second
+
+
+_DIGITS = re.compile(r"\d")
+
+
+def _more_of_the_number(first: WhisperResult, second: WhisperResult) -> WhisperResult | None:
+    """The one of two transcripts that heard more of the same number, if one did.
+
+    Over a phone codec a fast digit string loses digits far more often than it gains any: base
+    heard "four five seven two" as "452" where tiny.en heard "4572", and was surer of it. When
+    one transcript's digits are the other's with some missing, the fuller one is kept, whoever
+    is surer; the order it names is then the one the caller said.
+    """
+    digits = ["".join(_DIGITS.findall(r.transcript)) for r in (first, second)]
+    if digits[0] == digits[1] or not all(digits):
+        return None
+    shorter, longer = sorted(digits, key=len)
+    remaining = iter(longer)
+    if len(shorter) < len(longer) and all(d in remaining for d in shorter):
+        return first if digits[0] == longer else second
+    return None
 
 
 @dataclass(order=True)
@@ -119,7 +142,7 @@ class WhisperScheduler:
         known = self._knows(first), self._knows(second)
         if known[0] != known[1]:
             return second if known[1] else first
-        return surer(first, second)
+        return _more_of_the_number(first, second) or surer(first, second)
 
     def _knows(self, result: WhisperResult) -> bool:
         return self.recognised is None or self.recognised(result.transcript)

@@ -103,6 +103,13 @@ def test_quick_means_eight_scripted_turns_unless_told_otherwise():
         parse_args(["--turns", "0"])
 
 
+def test_the_threads_suite_measures_the_embedded_server_and_takes_nothing_but_json():
+    assert parse_args(["--suite", "threads", "--json", "t.json"]).suite == "threads"
+    for extra in (["--llm", "scripted"], ["--turns", "3"], ["--quick"]):
+        with pytest.raises(SystemExit):
+            parse_args(["--suite", "threads", *extra])
+
+
 # -- statistics --------------------------------------------------------------------------------
 
 

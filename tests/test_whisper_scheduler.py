@@ -239,3 +239,19 @@ async def test_an_early_review_waits_behind_every_final_and_goes_before_every_pa
     assert [round(call.audio_seconds, 1) for call in engine.calls] == [1.0, 2.0, 4.0, 3.0]
     assert engine.calls[2].ended_at <= second.calls[0].started_at <= engine.calls[3].started_at
     assert scheduler.counts["reviewed_early"] == 1
+
+
+def test_of_two_transcripts_the_one_that_heard_more_of_the_same_number_is_kept_however_sure():
+    from processors.whisper_engine import WhisperResult
+
+    def heard(text: str, logprob: float) -> WhisperResult:
+        return WhisperResult(text=text, no_speech_prob=0.01, avg_logprob=logprob, window_frames=300)
+
+    scheduler = WhisperScheduler(SlowWhisperEngine(), second_opinion=SlowWhisperEngine(), recognised=lambda _t: True)
+    tiny = heard("We're in my order number 4572.", -0.52)
+    base = heard("Where is my order number 452?", -0.43)  # surer, and a digit short (over the phone)
+    assert scheduler.better(tiny, base) is tiny
+    # Numbers that are not one another's with digits missing: the surer wins, as before.
+    assert scheduler.better(heard("Order 4572.", -0.52), heard("Order 4581.", -0.43)).transcript == "Order 4581."
+    assert scheduler.better(heard("Order 452.", -0.52), heard("Order 4572.", -0.6)).transcript == "Order 4572."
+    assert scheduler.better(heard("Where is it?", -0.52), heard("Where is it now?", -0.43)).transcript == "Where is it now?"

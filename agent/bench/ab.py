@@ -213,16 +213,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
                         help="capacity instead of the A/B: that many calls at once per level, "
                              f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
-    parser.add_argument("--suite", choices=("ab", "faq", "turns"), default="ab",
+    parser.add_argument("--suite", choices=("ab", "faq", "turns", "threads"), default="ab",
                         help="ab: Brisk vs stock on the latency corpus (default); faq: spoken questions about the "
                              "business, graded for right and wrong facts (JSON key \"faq\", agent/bench/faq.py); "
                              "turns: end-of-turn policies on the same audio, false cut-offs and delay "
-                             "(JSON key \"turns\", agent/bench/turns.py)")
+                             "(JSON key \"turns\", agent/bench/turns.py); threads: the embedded LLM's speed per "
+                             "thread count, alone and next to Whisper (JSON key \"threads\", agent/bench/threads.py)")
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
         parser.error("--suite faq takes --llm, --turns and --json only")
     if args.suite == "turns" and (args.quick or args.concurrency or args.llm):
         parser.error("--suite turns takes --turns and --json only")
+    if args.suite == "threads" and (args.quick or args.concurrency or args.llm or args.turns):
+        parser.error("--suite threads takes --json only")
     if args.llm is None:
         args.llm = "scripted" if args.quick else "embedded"
     if args.turns is None and args.quick:
@@ -247,6 +250,8 @@ def main(argv: list[str]) -> int:
         return _faq_main(args, started)
     if args.suite == "turns":
         return _turns_main(args, started)
+    if args.suite == "threads":
+        return _threads_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
                   ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
@@ -301,6 +306,17 @@ def _turns_main(args: argparse.Namespace, started: float) -> int:
     machine["wall_s"] = round(time.monotonic() - started, 1)
     print(turns.format_turns(suite))
     _write_json({"turns": suite, "machine": machine}, args.json_path)
+    return 0
+
+
+def _threads_main(args: argparse.Namespace, started: float) -> int:
+    from agent.bench import threads
+
+    machine = machine_info()
+    suite = asyncio.run(threads.run_threads(log=_log))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    print(threads.format_threads(suite))
+    _write_json({"threads": suite, "machine": machine}, args.json_path)
     return 0
 
 
