@@ -122,5 +122,15 @@ class AnswerCheckMixin:
         self.refusals += 1
         logger.warning(f"{self}: an answer not supported by the business facts was not said")
         logger.debug(f"{self}: not said: [{self._question}] -> [{candidate.strip()}]")  # DEBUG: what was said
-        text = f" {self._unsupported_text}" if self._said else self._unsupported_text
-        await super().push_frame(LLMTextFrame(text), FrameDirection.DOWNSTREAM)
+        await super().push_frame(LLMTextFrame(self._replacement()), FrameDirection.DOWNSTREAM)
+
+    def _replacement(self) -> str:
+        """``unsupported_text``, less the part of it the caller already heard: the model's own
+        "I'm sorry," before a refused clause must not make the bot say "I'm sorry, I'm sorry"."""
+        said = self._said.strip()
+        if not said:
+            return self._unsupported_text
+        space = "" if self._said[-1].isspace() else " "
+        if self._unsupported_text.lower().startswith(said.lower()):
+            return space + self._unsupported_text[len(said):].lstrip()
+        return space + self._unsupported_text

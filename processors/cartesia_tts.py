@@ -86,17 +86,16 @@ class PrefetchingCartesiaTTSService(CartesiaTTSService):
         self._drafts.pop(draft.cartesia_id, None)
         if not draft.sent.done():
             draft.sent.cancel()
-        elif draft.sent.exception() is None and self._websocket is not None:
+        elif not draft.sent.cancelled() and draft.sent.exception() is None and self._websocket is not None:
             message = json.dumps({"context_id": draft.cartesia_id, "cancel": True})
             in_background(self._websocket.send(message))
 
     async def _continue(self, draft: _Draft, turn_id: str) -> bool:
         """Make ``draft`` the turn's context; False when it never reached Cartesia."""
-        try:
-            await draft.sent
-        except Exception as e:
-            logger.warning(f"{self}: the held draft's first chunk was not sent ({e}); sending it now")
+        await asyncio.wait({draft.sent})  # wait(), not await: its failure is not this task's
         if draft.sent.cancelled() or draft.sent.exception() is not None:
+            reason = "cancelled" if draft.sent.cancelled() else draft.sent.exception()
+            logger.warning(f"{self}: the held draft's first chunk was not sent ({reason}); sending it now")
             self._drafts.pop(draft.cartesia_id, None)
             return False
         if self._drafts.get(draft.cartesia_id) is not draft:

@@ -82,6 +82,14 @@ async def test_a_wrong_number_later_in_the_answer_is_cut_there():
     assert "30" not in text and text.endswith(UNKNOWN)
 
 
+async def test_a_refusal_after_the_opening_of_the_unknown_answer_does_not_say_that_opening_twice():
+    assert UNKNOWN.startswith("I'm sorry, ")
+    llm = checked_llm("I'm sorry, a helmet is 30 dollars.")
+    down = await answer(llm, "How much is a helmet?")
+    assert spoken(down) == UNKNOWN
+    assert llm.refusals == 1
+
+
 async def test_fast_path_answers_are_not_the_llms_and_pass_unchecked():
     llm = checked_llm()
     frames = [LLMFullResponseStartFrame(), LLMTextFrame("Yes, we're open now, until 6 in the evening."),
