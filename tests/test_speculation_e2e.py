@@ -6,6 +6,7 @@ speculative stop strategy is put in place by replacing ``agent.pipeline.make_tur
 (the wiring proposed in /tmp/proposals/speculation.diff does the same in build_call).
 """
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -57,7 +58,15 @@ async def brisk(scripted_llm):
     # The LLM's drafts are under test: no question may be answered by the fast path instead,
     # nor refused by the answer check (the workshop's "walk in repairs until two" is no fact of
     # the shop's; tests/test_answer_check.py holds answers to the facts).
-    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False, llm_answer_check=False)
+    async with serving(llm_url) as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def serving(llm_url: str, **settings):
+    """(base_url, app) of a Brisk server on the scripted LLM, with ``settings`` on top."""
+    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False, llm_answer_check=False,
+                         **settings)
     runtime = Runtime(config)
     await runtime.start()
     try:
@@ -218,15 +227,8 @@ async def cartesia():
 async def brisk_on_cartesia(scripted_llm, cartesia):
     """(base_url, app) of a Brisk server like ``brisk`` whose voice is the Cartesia stand-in."""
     _, llm_url = scripted_llm
-    config = load_config(llm_base_url=llm_url, llm_model="scripted", fast_path=False, llm_answer_check=False,
-                         cartesia_api_key="test", cartesia_url=cartesia.url)
-    runtime = Runtime(config)
-    await runtime.start()
-    try:
-        async with running_server(config, runtime) as (base_url, app):
-            yield base_url, app
-    finally:
-        await runtime.stop()
+    async with serving(llm_url, cartesia_api_key="test", cartesia_url=cartesia.url) as server:
+        yield server
 
 
 async def test_a_drafts_first_words_are_at_cartesia_before_the_turn_ends_and_the_answer_continues_them(
