@@ -164,6 +164,14 @@ class FactIndex:
         """The question's words that no fact of the file holds in any form ("france", "helmet")."""
         return {w for w in _words(question) if w not in self._vocabulary and not any(_same(w, v) for v in self._vocabulary)}
 
+    def unknown_share(self, question: str, ignore: frozenset[str] = frozenset()) -> float:
+        """The share of the question's words (but ``ignore`` and the business's own name) no fact
+        holds: 2/3 for "How much is the monthly plan?", whose "much" alone is one a fact holds."""
+        # A digit is left out: Whisper writes what it mishears as one ("a 2-up" for "a tune-up").
+        asked = {w for w in _words(question) - ignore
+                 if not w.isdigit() and not any(_same(w, s) for s in self.self_words)}
+        return len(self.unknown_words(question) & asked) / len(asked) if asked else 0.0
+
     def within_topic(self, question: str, topic: str) -> bool:
         """Whether every word of the question (but the business's own name) is one a fact of
         ``topic`` holds: "the phone number of the ferry terminal" is not all phone."""

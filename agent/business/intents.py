@@ -12,8 +12,9 @@ Matching must not misfire, so a question is an intent only when both hold:
 When two intents qualify the closer one wins. A question the intents do not cover has no
 keyword or no close example and goes to the LLM, with the facts it is about
 (agent/business/facts.py); a question no fact of the file is about either ("Do you sell
-helmets for children?") is answered with the file's ``unknown_answer``, since a small model
-asked it guesses ("Yes, we do").
+helmets for children?"), or mostly about words no fact holds ("How much is the monthly
+plan?"), is answered with the file's ``unknown_answer``, since a small model asked it guesses
+("Yes, we do") or, at best, says the same after a second of LLM time.
 
 Opening hours are answered for the day the question asks about: a weekday, "today",
 "tomorrow" or "now", from the caller's moment in the business's time zone; with no day, the
@@ -40,6 +41,21 @@ from processors.turns.comparison_form import comparison_words
 
 # Below this a question shares too few content words with every example to be that intent.
 MIN_SIMILARITY = 0.7
+# From this share of its words unknown to the file, a question no intent matches is not the
+# file's to answer. Questions the file answers in other words stay below it ("How late are you
+# open on Friday?", 1/3: FAQ suite); half catches "Can I pay with cash?".
+UNKNOWN_SHARE = 0.5
+# Words that ask about the conversation itself, not the business.
+_CONVERSATION_WORDS = frozenset("say said saying repeat again sorry mean meant catch hear heard pardon".split())
+# Words that say how a thing is asked, not what about: not counted in that share, so "Do I need
+# my receipt?" and "Yeah, but what about Sunday?" are all known words. A list, not a tagger:
+# no English part-of-speech model installs from PyPI with its weights (spaCy's do not).
+_ASKING_WORDS = frozenset(
+    "which but yeah yes yep no nope not need needs get go going come take bring make use see give let help "
+    "also still really very all some every same more most only even ever too well right oh ah sure "
+    "hang hold wait on up out into over off from by during before after until late early soon "
+    "other another instead anything something thing things one way kind".split()
+)
 _FUNCTION_WORDS = frozenset(
     "a an the is are was do does did you your yours i im me my we us our can could would will "
     "please to of on in at for it be what whats hi hello there so and or tell know like just "
@@ -152,8 +168,7 @@ class IntentMatcher:
         matched = self.match(text)
         name = matched[0] if matched else self._topic_asked(text)
         if name is None:
-            if self._facts is not None and is_question(text) and not asks_for_person(text) \
-                    and not self._facts.relevant(text):
+            if self._not_in_the_file(text):
                 return FastAnswer("unknown", self.business.unknown_answer)
             return None
         intent = self.business.intents[name]
@@ -177,6 +192,22 @@ class IntentMatcher:
             # to France?"): true, but maybe not the whole answer, so a person is offered.
             answer = f"{answer} {self.business.offer_person}"
         return FastAnswer(name, answer[:1].upper() + answer[1:])
+
+    def _not_in_the_file(self, text: str) -> bool:
+        """Whether ``text``, which no intent matches, asks about something the file does not hold.
+
+        Either no fact is about it, or at least ``UNKNOWN_SHARE`` of its words are ones no fact
+        holds ("How much is the monthly plan?", "Can I pay with cash?"): a common word of it
+        ("much", "pay") retrieves a fact, and a 0.5B model given that fact answers from it or
+        says it does not know, after a second or more of LLM time (bench, 2026-12-02: all 12
+        such turns "I'm sorry, I don't know that"). A question about what was said ("What did
+        you say the price was?") is the LLM's, which has the conversation."""
+        if self._facts is None or not is_question(text) or asks_for_person(text):
+            return False
+        if not self._facts.relevant(text):
+            return True
+        return not set(comparison_words(text)) & _CONVERSATION_WORDS \
+            and self._facts.unknown_share(text, ignore=_ASKING_WORDS) >= UNKNOWN_SHARE
 
     def _topic_asked(self, text: str) -> str | None:
         """An intent whose keyword the question holds and whose topic is the fact it is most

@@ -78,7 +78,12 @@ class ToolRouter:
             if answer is not None and answer.tool in _ANYTIME_TOOLS:
                 return answer
             return FastAnswer("booking:ask_again", booking.ask_again(text))
-        return self._request(text) or self._request_and_more(text)
+        answer = self._request(text)
+        if answer is None or answer.intent == "unknown":
+            # "Where is my order 4572? And do you sell unicorns?" is mostly words the file lacks,
+            # yet its first sentence is a request to run.
+            return self._request_and_more(text) or answer
+        return answer
 
     def _request(self, text: str) -> FastAnswer | None:
         keyed = words.keyed_digits(text)
