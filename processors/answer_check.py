@@ -8,8 +8,10 @@ and pass unchecked.
 Emits: the answer's text frames as they were, a clause at a time once ``answer_check(question,
 text so far)`` allows it; on the first clause it refuses, that clause and the rest of the
 answer are dropped and ``unsupported_text`` (the business's "I don't know, shall I put you
-through to a person?") is said in their place.
-Measures: ``refusals``, the answers cut this way.
+through to a person?") is said in their place. An answer that ends saying it cannot help
+("I'm sorry, but I can't assist with that.") and offers no one is followed by ``person_offer``:
+the bot that does not know offers a person.
+Measures: ``refusals``, the answers cut this way; ``offers_added``, the offers added.
 
 A clause is checked when it ends (, ; : . ! ?), so the first clause still reaches the chunker
 as soon as it is written; an answer that opens with "yes" or "no" is held to the end of its
@@ -41,6 +43,9 @@ AnswerCheck = Callable[[str, str], bool]
 
 _CLAUSE_END = re.compile(r"[,;:.!?](?:\s|$)")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+# The model's own ways of not knowing, and of already offering someone (embedded bench, 2026-12-03).
+_CANNOT_HELP = re.compile(r"\b(can'?t|cannot|can not|unable to|not able to) (help|assist)|\b(don'?t|do not) know\b|\bnot sure\b|\bno information\b", re.I)
+_OFFERS_SOMEONE = re.compile(r"\b(person|someone|colleague|agent|human|put you through|connect you|transfer you)\b", re.I)
 _YES_NO_OPENING = re.compile(r"^\W*(yes|yeah|yep|no|nope|sure|absolutely|certainly|of course|definitely)\b", re.I)
 
 
@@ -53,11 +58,15 @@ class AnswerCheckMixin:
         llm = CheckedLLMService(answer_check=facts.supports, unsupported_text="...", client=...)
     """
 
-    def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "", **kwargs):
-        """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead of a refused answer."""
+    def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "",
+                 person_offer: str = "", **kwargs):
+        """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead
+        of a refused answer; person_offer: said after an answer that cannot help and offers no one."""
         super().__init__(*args, **kwargs)
         self._answer_check = answer_check
         self._unsupported_text = unsupported_text
+        self._person_offer = person_offer
+        self.offers_added = 0
         self._question = ""
         self._checking = False
         self._pending: list[LLMTextFrame] = []
@@ -91,6 +100,8 @@ class AnswerCheckMixin:
         elif isinstance(frame, LLMFullResponseEndFrame) and self._checking:
             if self._pending and not self._refused:
                 await self._release()
+            if not self._refused:
+                await self._offer_someone()
             self._checking = False
         elif isinstance(frame, InterruptionFrame):
             self._pending, self._checking = [], False
@@ -123,6 +134,13 @@ class AnswerCheckMixin:
         logger.warning(f"{self}: an answer not supported by the business facts was not said")
         logger.debug(f"{self}: not said: [{self._question}] -> [{candidate.strip()}]")  # DEBUG: what was said
         await super().push_frame(LLMTextFrame(self._replacement()), FrameDirection.DOWNSTREAM)
+
+    async def _offer_someone(self):
+        said = self._said.strip()
+        if self._person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
+            self.offers_added += 1
+            space = "" if self._said[-1:].isspace() else " "
+            await super().push_frame(LLMTextFrame(space + self._person_offer), FrameDirection.DOWNSTREAM)
 
     def _replacement(self) -> str:
         """``unsupported_text``, less the part of it the caller already heard: the model's own

@@ -33,7 +33,8 @@ class CheckedScriptedLLM(AnswerCheckMixin, ScriptedLLMService):
 
 
 def checked_llm(*answers: str) -> CheckedScriptedLLM:
-    return CheckedScriptedLLM(list(answers), answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN)
+    return CheckedScriptedLLM(list(answers), answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
+                              person_offer=BUSINESS.person_offer)
 
 
 def ask(text: str) -> LLMContextFrame:
@@ -88,6 +89,24 @@ async def test_a_refusal_after_the_opening_of_the_unknown_answer_does_not_say_th
     down = await answer(llm, "How much is a helmet?")
     assert spoken(down) == UNKNOWN
     assert llm.refusals == 1
+
+
+async def test_an_answer_that_cannot_help_and_offers_no_one_is_followed_by_the_offer_of_a_person():
+    # Both from the embedded bench, 2026-12-03: the model's own don't-knows, with no one offered.
+    assert BUSINESS.person_offer == "Would you like me to put you through to a person?"
+    for said in ("I'm sorry, but I can't assist with that.", "Sorry, I don't know how to help with that."):
+        llm = checked_llm(said)
+        down = await answer(llm, "I was charged twice for the same order.")
+        assert spoken(down) == f"{said} {BUSINESS.person_offer}"
+        assert llm.offers_added == 1 and llm.refusals == 0
+
+
+async def test_a_dont_know_that_already_offers_someone_or_an_answer_that_helps_gets_no_offer():
+    for said, question in ((UNKNOWN, "Do you sell unicorns?"),
+                           ("The price of an electric bike rental is 45 dollars a day.", "What does an electric bike cost to rent?")):
+        llm = checked_llm(said)
+        assert spoken(await answer(llm, question)) == said
+        assert llm.offers_added == 0
 
 
 async def test_fast_path_answers_are_not_the_llms_and_pass_unchecked():

@@ -173,6 +173,13 @@ class Business(BaseModel):
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    @property
+    def person_offer(self) -> str:
+        """The sentences of ``unknown_answer`` that offer a person ("Would you like me to put you
+        through to a person?"), said after an LLM answer that cannot help and offers no one."""
+        offers = [s for s in re.findall(r"[^.!?]+[.!?]*", self.unknown_answer) if "person" in s.lower()]
+        return " ".join(s.strip() for s in offers) or self.offer_person
+
 
 def default_business_path() -> Path:
     """The example shipped with Brisk."""
