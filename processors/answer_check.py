@@ -139,16 +139,16 @@ class AnswerCheckMixin:
         said = self._said.strip()
         if self._person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
             self.offers_added += 1
-            space = "" if self._said[-1:].isspace() else " "
-            await super().push_frame(LLMTextFrame(space + self._person_offer), FrameDirection.DOWNSTREAM)
+            await super().push_frame(LLMTextFrame(self._after_said(self._person_offer)), FrameDirection.DOWNSTREAM)
+
+    def _after_said(self, text: str) -> str:
+        """``text`` to follow what was said, with the space the model's last token may lack."""
+        return text if not self._said or self._said[-1].isspace() else " " + text
 
     def _replacement(self) -> str:
         """``unsupported_text``, less the part of it the caller already heard: the model's own
         "I'm sorry," before a refused clause must not make the bot say "I'm sorry, I'm sorry"."""
         said = self._said.strip()
-        if not said:
-            return self._unsupported_text
-        space = "" if self._said[-1].isspace() else " "
-        if self._unsupported_text.lower().startswith(said.lower()):
-            return space + self._unsupported_text[len(said):].lstrip()
-        return space + self._unsupported_text
+        if said and self._unsupported_text.lower().startswith(said.lower()):
+            return self._after_said(self._unsupported_text[len(said):].lstrip())
+        return self._after_said(self._unsupported_text)
