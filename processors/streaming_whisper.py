@@ -14,9 +14,9 @@ already covered the end of speech is promoted as is, otherwise the utterance is 
 
 A final the scheduler ``doubts`` is heard again by its second opinion before it is pushed. With
 ``review_early``, that review starts on the first partial whose words repeat the one before, or
-whose audio ends in the caller's pause after finished words (a pause also brings the next
-partial forward), instead of after the VAD stop; no partial after one that covers the speech
-end holds up the final. Later partials and the final with the same words are reported as the review heard them,
+whose audio ends in the caller's pause after finished words (a pause brings that partial
+forward, and the second opinion hears it at once, beside it), not after the VAD stop; no partial
+after one that covers the speech end holds up the final. Later partials and the final with the same words are reported as the review heard them,
 so the final is ready when the turn ends and a draft made on the partials is made on the
 reviewed words. Words that change start it again.
 
@@ -70,6 +70,7 @@ class _EarlyReview:
     words: str  # the first transcript's words (comparison form) it is hearing again
     task: asyncio.Task  # -> the transcript to keep (WhisperScheduler.review)
     first: WhisperResult  # that first transcript: kept, if the review says so
+    hearing: asyncio.Task | None = None  # the second opinion's transcript it settles with, when begun at a pause
 
     def result(self) -> WhisperResult | None:
         done = self.task.done() and not self.task.cancelled() and self.task.exception() is None
@@ -330,8 +331,13 @@ class StreamingWhisperSTTService(STTService):
                 continue
             started = time.monotonic()
             utterance.job_end_sample = utterance.end_sample
+            audio, hearing = utterance.samples(), None
+            if utterance.paused and self._review_early and self._may_doubt(utterance):
+                # Its review would wait for it: the second opinion hears the pause beside it.
+                hearing = self.create_task(self._scheduler.hear_again(audio, owner=self, early=True),
+                                           name=f"hearing-{utterance.id}")
             utterance.job = self.create_task(
-                self._run_partial(utterance, utterance.samples(), utterance.job_end_sample, utterance.paused),
+                self._run_partial(utterance, audio, utterance.job_end_sample, utterance.paused, hearing),
                 name=f"partial-{utterance.id}",
             )
             # wait() rather than await: cancelling this loop must not cancel the job.
@@ -343,7 +349,22 @@ class StreamingWhisperSTTService(STTService):
             interval = self._partial_interval_s * (1 + self._scheduler.load)
             next_tick = max(started + interval, time.monotonic())
 
-    async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool):
+    def _may_doubt(self, utterance: _Utterance) -> bool:
+        """Whether the next partial is likely to be reviewed: the last was, or there was none."""
+        last = utterance.last_partial
+        return self._scheduler.second_opinion is not None and (last is None or self._doubts(utterance, last))
+
+    async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
+                           hearing: asyncio.Task | None = None):
+        """One partial; ``hearing``: the second opinion's of its audio, cancelled if not reviewed with."""
+        try:
+            await self._partial(utterance, audio, end_sample, after_pause, hearing)
+        finally:
+            if hearing is not None and (utterance.early is None or utterance.early.hearing is not hearing):
+                hearing.cancel()
+
+    async def _partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
+                       hearing: asyncio.Task | None):
         started = time.monotonic()
         try:
             result = await self._scheduler.transcribe(audio, owner=self, final=False)
@@ -366,7 +387,7 @@ class StreamingWhisperSTTService(STTService):
         )
         partial = _Partial(end_sample, result, after_pause=after_pause)
         if self._review_early:
-            partial = self._heard_again(utterance, partial, utterance.last_partial, audio)
+            partial = self._heard_again(utterance, partial, utterance.last_partial, audio, hearing)
         utterance.last_partial = partial
         text = partial.result.transcript
         # After the VAD stop the final follows at once; a partial would only repeat it.
@@ -391,10 +412,11 @@ class StreamingWhisperSTTService(STTService):
             await asyncio.wait({previous_final})
         job = utterance.job
         if job is not None:
-            # One that covers the speech end, unless the last partial already did: the job only
-            # adds silence to it, and would wait behind that partial's review.
+            # One that covers the speech end, unless the last partial already did and needs no
+            # review not yet begun: the job only adds silence to it (its own review may be under way).
             if (self._reuse_covering_partial and utterance.job_end_sample >= speech_end
-                    and not self._covers(utterance.last_partial, speech_end)):
+                    and not (self._covers(utterance.last_partial, speech_end)
+                             and not self._review_to_begin(utterance, utterance.last_partial))):
                 await asyncio.wait({job})
             else:
                 # Its audio ends before the speech did, or only adds silence to a partial that
@@ -420,6 +442,12 @@ class StreamingWhisperSTTService(STTService):
             return
         await self._push_final(utterance, source, reused=reused)
 
+    def _review_to_begin(self, utterance: _Utterance, heard: _Partial) -> bool:
+        """Whether ``heard`` needs a review that has not begun."""
+        early = utterance.early
+        begun = early is not None and early.words == comparison_form(heard.result.transcript)
+        return not heard.reviewed and not begun and self._doubts(utterance, heard)
+
     def _doubts(self, utterance: _Utterance, heard: _Partial) -> bool:
         """Whether the scheduler's second opinion should hear these words, of this much audio."""
         seconds = (heard.end_sample - utterance.start_sample) / utterance.sample_rate
@@ -440,8 +468,9 @@ class StreamingWhisperSTTService(STTService):
         return await self._scheduler.review(utterance.samples(), first, owner=self)
 
     def _heard_again(self, utterance: _Utterance, partial: _Partial, before: _Partial | None,
-                     audio: np.ndarray) -> _Partial:
-        """``partial`` as the early review heard its words; a review started when they repeat ``before``'s."""
+                     audio: np.ndarray, hearing: asyncio.Task | None = None) -> _Partial:
+        """``partial`` as the early review heard its words; a review started when they repeat ``before``'s
+        or end a pause (with ``hearing``, the second opinion's of its audio, when one is under way)."""
         words = comparison_form(partial.result.transcript)
         early = utterance.early
         if early is not None and early.words == words:
@@ -456,10 +485,13 @@ class StreamingWhisperSTTService(STTService):
         if early is not None:
             early.task.cancel()  # of words the caller has since gone on from
         first = partial.result
-        task = self.create_task(self._scheduler.review(audio, first, owner=self, early=True),
-                                name=f"early-review-{utterance.id}")
-        utterance.early = _EarlyReview(words, task, first)
+        review = self._settled(hearing, first) if hearing else self._scheduler.review(audio, first, owner=self, early=True)
+        task = self.create_task(review, name=f"early-review-{utterance.id}")
+        utterance.early = _EarlyReview(words, task, first, hearing)
         return partial
+
+    async def _settled(self, hearing: asyncio.Task, first: WhisperResult) -> WhisperResult:
+        return self._scheduler.settle(first, await hearing, early=True)
 
     async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool):
         if reused:

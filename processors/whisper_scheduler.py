@@ -22,9 +22,12 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   recognises beats one it does not; between two it does not (or two it does), the one that heard
   more of the same number ("4572" over "452"), else the surer, wins.
   A final the business recognises at once is never held up: the fast path answers it;
+- the second opinion runs on a thread of its own, beside the first engine (each engine has its
+  own queue and worker): on 2 cores a review waits behind no partial and no partial behind a
+  review, and a caller's pause can be heard by both at once (processors/streaming_whisper.py);
 - a stable partial the second opinion would hear again may be reviewed ``early``, while the
-  caller may still be speaking (processors/streaming_whisper.py): after every final, before
-  every partial, so no call's final waits behind another call's guess at its end;
+  caller may still be speaking: after every final's review, so no call's final waits behind
+  another call's guess at its end (one that has started runs to its end);
 - a cancelled job that has not started never runs, and one that has started stops between
   encoding and decoding (CTranslate2 cannot stop inside either), so cancelling frees the
   engine for the next job (the engine runs on a thread of its own, not the default pool the
@@ -113,16 +116,17 @@ class WhisperScheduler:
         self.doubt_below = doubt_below
         self.recognised = recognised
         self.review_max_s = review_max_s
-        self._queue: list[_Job] = []
-        self._running: _Job | None = None
+        # One queue, running job and worker per engine (None: the main one).
+        self._queues: dict[WhisperEngine | None, list[_Job]] = {None: [], second_opinion: []}
+        self._running: dict[WhisperEngine | None, _Job | None] = dict.fromkeys(self._queues)
+        self._workers: dict[WhisperEngine | None, asyncio.Task | None] = dict.fromkeys(self._queues)
         self._seq = itertools.count()
-        self._worker: asyncio.Task | None = None
         self.counts: Counter[str] = Counter()
 
     @property
     def load(self) -> int:
-        """Jobs running or waiting."""
-        return len(self._queue) + (self._running is not None)
+        """Jobs running or waiting, on both engines."""
+        return sum(len(q) for q in self._queues.values()) + sum(j is not None for j in self._running.values())
 
     def doubts(self, result: WhisperResult | None, seconds: float | None = None) -> bool:
         """A final with words Whisper is unsure of, or the business does not recognise, which
@@ -152,11 +156,22 @@ class WhisperScheduler:
         """The surer of ``first`` and the second opinion on the same ``audio``; ``first`` when the
         second opinion fails, so a broken review never costs the caller their words. ``early``:
         of a partial, before the turn ended (after every final in the queue)."""
+        return self.settle(first, await self.hear_again(audio, owner=owner, early=early), early=early)
+
+    async def hear_again(self, audio: np.ndarray, *, owner: object, early: bool = False) -> WhisperResult | Exception:
+        """The second opinion's own transcript of ``audio``, to ``settle`` with the first; the
+        error when it failed. Started before the first transcript is known, it hears a pause at
+        the same time as the first engine."""
         try:
-            second = await self._run(audio, owner=owner, final=True, engine=self.second_opinion,
-                                     priority=EARLY_REVIEW if early else FINAL)
-        except Exception:
-            logger.exception("whisper: the second opinion failed; keeping the first transcript")
+            return await self._run(audio, owner=owner, final=True, engine=self.second_opinion,
+                                   priority=EARLY_REVIEW if early else FINAL)
+        except Exception as e:
+            return e
+
+    def settle(self, first: WhisperResult, second: WhisperResult | Exception | None, *, early: bool = False) -> WhisperResult:
+        """The transcript to keep of ``first`` and the second opinion's (``hear_again``) of the same audio."""
+        if isinstance(second, Exception):
+            logger.opt(exception=second).error("whisper: the second opinion failed; keeping the first transcript")
             self.counts["review_failed"] += 1
             return first
         self.counts["reviewed"] += 1
@@ -177,18 +192,19 @@ class WhisperScheduler:
                    engine: WhisperEngine | None, priority: int | None = None) -> WhisperResult | None:
         kind = "final" if final else "partial"
         loop = asyncio.get_running_loop()
+        queue = self._queues[engine]
         if not final:
-            for queued in self._queue:
+            for queued in queue:
                 if queued.owner is owner and queued.priority == PARTIAL and not queued.future.done():
                     queued.future.set_result(None)
                     self.counts["partial_superseded"] += 1
-            self._queue = [j for j in self._queue if not j.future.done()]
-            heapq.heapify(self._queue)
+            queue[:] = [j for j in queue if not j.future.done()]
+            heapq.heapify(queue)
         if priority is None:
             priority = FINAL if final else PARTIAL
         job = _Job(priority, next(self._seq), owner, audio, loop.create_future(), engine=engine)
-        heapq.heappush(self._queue, job)
-        self._ensure_worker(loop)
+        heapq.heappush(queue, job)
+        self._ensure_worker(loop, engine)
         try:
             return await asyncio.shield(job.future)
         except asyncio.CancelledError:
@@ -201,24 +217,26 @@ class WhisperScheduler:
             self.counts[f"{kind}_cancelled"] += 1
             raise
 
-    def _ensure_worker(self, loop: asyncio.AbstractEventLoop):
-        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
-            self._worker = loop.create_task(self._work(), name="whisper-scheduler")
+    def _ensure_worker(self, loop: asyncio.AbstractEventLoop, engine: WhisperEngine | None):
+        worker = self._workers[engine]
+        if worker is None or worker.done() or worker.get_loop() is not loop:
+            self._workers[engine] = loop.create_task(self._work(engine), name=f"whisper-scheduler-{engine and engine.name}")
 
-    async def _work(self):
+    async def _work(self, engine: WhisperEngine | None):
         loop = asyncio.get_running_loop()
-        while self._queue:
-            job = heapq.heappop(self._queue)
+        queue = self._queues[engine]
+        while queue:
+            job = heapq.heappop(queue)
             # A job left by an event loop that has gone (tests run one per test) has nobody waiting.
             if job.future.done() or job.future.get_loop() is not loop:
                 continue
-            self._running = job
+            self._running[engine] = job
             job.task = asyncio.ensure_future(
-                (job.engine or self.engine).transcribe_async(job.audio, should_stop=job.cancelled.is_set)
+                (engine or self.engine).transcribe_async(job.audio, should_stop=job.cancelled.is_set)
             )
             # wait(), not await: the caller cancelling its job must not end this loop.
             await asyncio.wait({job.task})
-            self._running = None
+            self._running[engine] = None
             if job.future.done() or job.task.cancelled():
                 continue
             if job.task.exception() is not None:  # the caller reports it; the loop goes on
@@ -226,4 +244,4 @@ class WhisperScheduler:
             else:
                 job.future.set_result(job.task.result())
                 self.counts["partial" if job.priority == PARTIAL else "final"] += 1
-        self._worker = None
+        self._workers[engine] = None

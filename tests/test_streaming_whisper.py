@@ -343,6 +343,26 @@ async def test_a_pause_after_finished_words_is_heard_again_at_once_and_one_after
     assert scheduler.counts["reviewed"] == 2 and scheduler.counts["reviewed_early"] == 1
 
 
+async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
+    speech_end = round((1.5 - (0.5 + START_SECS - PREROLL_S)) * SAMPLE_RATE)
+    # The words change with every partial while the caller speaks (no repeat to review early).
+    unsure, second, scheduler = doubted_and_reviewed(
+        lambda n: "Are you open on Sundays?" if n >= speech_end else f"Are you {n}", review_delay_s=0.1)
+    unsure.delay_s = 0.1
+    stt = fake_stt(unsure, partial_interval_s=0.3, scheduler=scheduler)
+    frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.5), SAMPLE_RATE, events=vad_events(0.5, 1.5))
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    [review] = second.calls
+    [at_the_pause] = [call for call in unsure.calls if call.audio_seconds == review.audio_seconds]
+    assert round(review.audio_seconds * SAMPLE_RATE) >= speech_end
+    assert review.started_at < at_the_pause.ended_at  # side by side, not one after the other
+    assert review_heard(final.text) == round(review.audio_seconds * SAMPLE_RATE)
+    assert scheduler.counts["reviewed"] == scheduler.counts["reviewed_early"] == 1
+
+
 async def test_a_partial_running_at_the_vad_stop_does_not_hold_up_the_final_one_before_it_covered():
     fake = SlowWhisperEngine(delay_s=0.3)
     stt = fake_stt(fake, partial_interval_s=0.4)

@@ -191,7 +191,7 @@ async def test_audio_longer_than_the_review_limit_is_not_doubted_however_unsure(
     assert scheduler.counts["review_skipped_long"] == 1
 
 
-async def test_a_review_waits_behind_no_partial():
+async def test_a_review_runs_beside_the_partials_and_waits_behind_none():
     engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
     second = SlowWhisperEngine(delay_s=0.05, label="reviewed")
     scheduler = WhisperScheduler(engine, second_opinion=second)
@@ -205,7 +205,9 @@ async def test_a_review_waits_behind_no_partial():
     review = asyncio.create_task(scheduler.review(clip(1.5), first, owner=a))
     await asyncio.gather(running, queued, review)
 
-    assert second.calls[0].ended_at <= engine.calls[-1].started_at  # the review ran before the queued partial
+    # Each engine on its own thread: the review starts while the other call's partial runs.
+    assert second.calls[0].started_at < engine.calls[1].ended_at
+    assert [round(call.audio_seconds, 1) for call in engine.calls] == [1.0, 2.0, 3.0]
 
 
 async def test_a_second_opinion_that_fails_keeps_the_first_transcript():
@@ -220,24 +222,24 @@ async def test_a_second_opinion_that_fails_keeps_the_first_transcript():
     assert (await scheduler.transcribe(clip(0.5), owner=object(), final=True)).text == unsure.text_for(SAMPLE_RATE // 2)
 
 
-async def test_an_early_review_waits_behind_every_final_and_goes_before_every_partial():
+async def test_an_early_review_waits_behind_every_final_review_and_no_partial_waits_for_it():
     engine = SlowWhisperEngine(delay_s=0.05, avg_logprob=-0.9)
     second = SlowWhisperEngine(delay_s=0.05, label="reviewed")
     scheduler = WhisperScheduler(engine, second_opinion=second)
     a, b, c = object(), object(), object()
     first = await scheduler.transcribe(clip(1.0), owner=a, final=True)
 
-    running = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False))
+    reviewing = asyncio.create_task(scheduler.review(clip(1.0), first, owner=a))
     await asyncio.sleep(0.01)
-    partial = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
-    early = asyncio.create_task(scheduler.review(clip(1.5), first, owner=a, early=True))
+    early = asyncio.create_task(scheduler.review(clip(1.5), first, owner=b, early=True))
     await asyncio.sleep(0)
-    final = asyncio.create_task(scheduler.transcribe(clip(4.0), owner=c, final=True))
-    await asyncio.gather(running, partial, early, final)
+    final_review = asyncio.create_task(scheduler.review(clip(4.0), first, owner=c))
+    partial = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
+    await asyncio.gather(reviewing, early, final_review, partial)
 
-    # Another caller's final, asked for after it, still goes first; a partial asked before it waits.
-    assert [round(call.audio_seconds, 1) for call in engine.calls] == [1.0, 2.0, 4.0, 3.0]
-    assert engine.calls[2].ended_at <= second.calls[0].started_at <= engine.calls[3].started_at
+    # Another caller's final review, asked for after it, still goes first; the partial waits for neither.
+    assert [round(call.audio_seconds, 1) for call in second.calls] == [1.0, 4.0, 1.5]
+    assert engine.calls[-1].started_at < second.calls[1].ended_at
     assert scheduler.counts["reviewed_early"] == 1
 
 
