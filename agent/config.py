@@ -152,7 +152,7 @@ class BriskConfig(BaseSettings):
         True, description="Also give the second opinion a final no intent of the business file asks (every turn the fast path does not answer)."
     )
     stt_review_early: bool = Field(
-        True, description="Start that second opinion on the stable partial before the VAD stop, so the final is ready at the turn end."
+        True, description="Start that second opinion before the VAD stop, on the first partial whose words repeat or that ends in the caller's pause, so the final is ready at the turn end."
     )
     stt_review_max_secs: float | None = Field(
         5.0, gt=0, description="Utterances longer than this (seconds of audio) get no second opinion: the turn would wait ~1/3 of their length for it (None = no limit)."
