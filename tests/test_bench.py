@@ -22,7 +22,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from agent.bench.ab import parse_args
-from agent.bench.calls import answering_record, rebased_stages
+from agent.bench.calls import answering_record, answers_into_a_pause, rebased_stages
 from agent.bench.corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
 from agent.bench.meters import (
     LLM_KEYS,
@@ -237,6 +237,14 @@ def test_the_answer_is_the_record_whose_audio_came_after_the_end_of_speech():
     assert answering_record([fragment, answer], end=12.0) is answer
     assert answering_record([fragment], end=12.0) is fragment
     assert answering_record([], end=12.0) is None
+
+
+def test_a_fragment_whose_answer_went_out_before_the_speech_ended_is_an_answer_into_the_pause():
+    spoken_into_it = {"t0_monotonic": 10.0, "stages_ms": {"first_audio_out": 500.0}}
+    cut_before_audio = {"t0_monotonic": 11.0, "stages_ms": {"first_audio_out": None}}
+    answer = {"t0_monotonic": 12.0, "stages_ms": {"first_audio_out": 800.0}}
+    assert answers_into_a_pause([spoken_into_it, cut_before_audio, answer], end=12.0) == 1
+    assert answers_into_a_pause([answer], end=12.0) == 0
 
 
 # -- LLM and CPU accounting -----------------------------------------------------------------------

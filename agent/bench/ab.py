@@ -164,6 +164,9 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
                                    "(processors/turns/adaptive_user_turn_stop.py)"},
             "speech_end": "end of the last 10 ms window within 40 dB of the clip's loudest (agent/audio.py)",
             "v2v": f"speech end -> first received audio chunk with RMS >= {AUDIBLE_RMS:g} at the aiortc caller",
+            "answered_into_a_pause": "turns the pipeline split at a pause whose first part's answer audio "
+                                     "left the server before the caller's speech ended (the bot talking "
+                                     "into the pause; per turn: answers_into_a_pause)",
             "hang_up": "scripted: 0.3 s after the first answer audio, LLM idle; embedded: bot finished speaking",
             "no_answer_s": NO_ANSWER_S,
             "llm_cache": None if scripted else "before every call the llama.cpp KV cache is reset to the "

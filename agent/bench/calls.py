@@ -45,6 +45,16 @@ def answering_record(records: list[dict], end: float) -> dict | None:
     return records[-1] if records else None
 
 
+def answers_into_a_pause(records: list[dict], end: float) -> int:
+    """How many of a split turn's fragments had answer audio go out before the speech ended:
+    the bot talking into the caller's pause, before turn continuation cut it and answered the whole."""
+    early = 0
+    for record in records:
+        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
+        early += t0 is not None and fao is not None and t0 + fao / 1000 <= end
+    return early
+
+
 def rebased_stages(record: dict | None, end: float) -> dict:
     """Waterfall in ms after the true end of speech (the server measured from the VAD's estimate)."""
     stages = {"speech_end": 0.0}
@@ -135,6 +145,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         "wer": round(word_error_rate(utterance.text, user_text), 3),
         "bot_text": (record or {}).get("bot_text", ""),
         "pipeline_turns": len(records),
+        "answers_into_a_pause": answers_into_a_pause(records, end),
         "speculative": bool((record or {}).get("speculative")),
         "fast_path": (record or {}).get("fast_path"),  # the intent, when answered without the LLM
         "cpu_s": {

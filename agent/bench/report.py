@@ -47,6 +47,7 @@ def summarize_side(turns: list[dict]) -> dict:
         "cut": sum(t["cut"] for t in turns),
         "wer_mean": round(float(np.mean([t["wer"] for t in turns])), 3) if turns else None,
         "split_turns": sum(t["pipeline_turns"] > 1 for t in turns),
+        "answered_into_a_pause": sum(t.get("answers_into_a_pause", 0) > 0 for t in turns),
         "v2v_ms": percentiles([t["v2v_ms"] for t in answered]),
         # A stage the server could not tie to the answer (None) leaves that turn out of its row.
         "stages_ms": {s: percentiles([t["stages_ms"].get(s) for t in answered]) for s in WAYPOINTS},
@@ -165,7 +166,8 @@ def format_table(result: dict) -> str:
         lines.append(
             f"{name}: answered {side['answered']}/{side['turns']} (no audio {side['outcomes']['no_audio']}, "
             f"apology after an LLM error {side['outcomes']['no_llm_answer']}), "
-            f"WER {side['wer_mean']}, split into several turns {side['split_turns']}, "
+            f"WER {side['wer_mean']}, split into several turns {side['split_turns']} "
+            f"(answered into the caller's pause {side.get('answered_into_a_pause', 0)}), "
             f"CPU s/turn {cpu['agent']['mean']}" + ("" if llm_cpu is None else f" + LLM server {llm_cpu}")
             + f"; LLM requests {_count(tot.get('requests'))}, prompt tokens {_count(tot.get('prompt_tokens'))}, "
             f"generated {_count(tot.get('completion_tokens'))}, cancelled {_count(tot.get('cancelled'))}"

@@ -78,8 +78,11 @@ class Access:
         if origin is None:
             return  # not a browser: the credential decides
         own = request.headers.get("host", "").lower()
-        if urlsplit(origin).netloc.lower() == own or _origin(origin) in self.allowed_origins:
-            return
+        try:
+            if urlsplit(origin).netloc.lower() == own or _origin(origin) in self.allowed_origins:
+                return
+        except ValueError:  # not a URL at all ("//[": urlsplit's unclosed IPv6 host): refused below
+            pass
         logger.warning(f"refused a request from origin {origin!r} ({client_of(request)}): not in BRISK_ALLOWED_ORIGINS")
         raise HTTPException(403, f"origin {origin} may not use this server; it must be in BRISK_ALLOWED_ORIGINS")
 
