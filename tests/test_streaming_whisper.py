@@ -43,10 +43,10 @@ def engine() -> WhisperEngine:
     return WhisperEngine.load(get_model_path())
 
 
-def vad_events(speech_start_s: float, speech_end_s: float) -> list:
+def vad_events(speech_start_s: float, speech_end_s: float, stop_secs: float = STOP_SECS) -> list:
     return [
         (speech_start_s + START_SECS, VADUserStartedSpeakingFrame(start_secs=START_SECS)),
-        (speech_end_s + STOP_SECS, VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)),
+        (speech_end_s + stop_secs, VADUserStoppedSpeakingFrame(stop_secs=stop_secs)),
     ]
 
 
@@ -327,8 +327,8 @@ async def test_a_pause_after_finished_words_is_heard_again_at_once_and_one_after
         # Partials are due every 3 s, long after the VAD stop: only the pause brings one forward.
         stt = fake_stt(unsure, partial_interval_s=3.0, scheduler=scheduler)
         speech_end = 0.5 + speech_s
-        frames = paced_frames(silence(0.5) + tone(speech_s) + silence(0.2), SAMPLE_RATE,
-                              events=vad_events(0.5, speech_end))
+        frames = paced_frames(silence(0.5) + tone(speech_s) + silence(0.3), SAMPLE_RATE,
+                              events=vad_events(0.5, speech_end, stop_secs=0.3))
         down, _ = await run_test(stt, frames_to_send=frames)
         [final] = of_type(down, FinalTranscriptionFrame)
         return final, len(stt.partial_stats.jobs), speech_end - (0.5 + START_SECS - PREROLL_S)
@@ -337,9 +337,9 @@ async def test_a_pause_after_finished_words_is_heard_again_at_once_and_one_after
 
     assert jobs_a == jobs_b == 1  # the pause's partial, in both calls
     # Finished words: reviewed on that partial, during the pause, and the final is that review.
-    assert speech_a * SAMPLE_RATE < review_heard(finished.text) < (speech_a + STOP_SECS) * SAMPLE_RATE
+    assert speech_a * SAMPLE_RATE < review_heard(finished.text) < (speech_a + 0.3) * SAMPLE_RATE
     # "...order the" may go on: its review waits for the VAD stop and hears the whole utterance.
-    assert review_heard(unfinished.text) == round((speech_b + STOP_SECS) * SAMPLE_RATE)
+    assert review_heard(unfinished.text) == round((speech_b + 0.3) * SAMPLE_RATE)
     assert scheduler.counts["reviewed"] == 2 and scheduler.counts["reviewed_early"] == 1
 
 
@@ -350,7 +350,8 @@ async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
         lambda n: "Are you open on Sundays?" if n >= speech_end else f"Are you {n}", review_delay_s=0.1)
     unsure.delay_s = 0.1
     stt = fake_stt(unsure, partial_interval_s=0.3, scheduler=scheduler)
-    frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.5), SAMPLE_RATE, events=vad_events(0.5, 1.5))
+    frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.5), SAMPLE_RATE,
+                          events=vad_events(0.5, 1.5, stop_secs=0.3))
 
     down, _ = await run_test(stt, frames_to_send=frames)
 
@@ -366,8 +367,8 @@ async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
 async def test_a_partial_running_at_the_vad_stop_does_not_hold_up_the_final_one_before_it_covered():
     fake = SlowWhisperEngine(delay_s=0.3)
     stt = fake_stt(fake, partial_interval_s=0.4)
-    # Ticks at ~1.1 and ~1.5 s; the pause (from 1.46 s) brings the third forward, to when the
-    # second ends (~1.8 s): it is still running at the VAD stop, 0.5 s after the speech.
+    # Ticks at ~1.1 and ~1.5 s; the pause (from 1.46 s, heard at 1.66) brings the third forward, to
+    # when the second ends (~1.8 s): it is still running at the VAD stop, 0.5 s after the speech.
     frames = paced_frames(silence(0.5) + tone(0.96) + silence(0.5), SAMPLE_RATE,
                           events=vad_events(0.5, 1.46)[:1])
     frames += [VADUserStoppedSpeakingFrame(stop_secs=0.5), SleepFrame(sleep=0.5)]
