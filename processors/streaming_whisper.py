@@ -16,9 +16,9 @@ A final the scheduler ``doubts`` is heard again by its second opinion before it 
 ``review_early``, that review starts on the first partial whose words repeat the one before, or
 whose audio ends in the caller's pause after finished words (a pause brings that partial
 forward, and the second opinion hears it at once, beside it), not after the VAD stop; no partial
-after one that covers the speech end holds up the final. Later partials and the final with the same words are reported as the review heard them,
-so the final is ready when the turn ends and a draft made on the partials is made on the
-reviewed words. Words that change start it again.
+after one that covers the speech end holds up the final. Later partials and the final with the
+same words are reported as the review heard them, so the final is ready when the turn ends and
+a draft made on the partials is made on the reviewed words. Words that change start it again.
 
 Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` way) and, in
 ``partial_stats``, each partial job's duration and audio span plus how often finals were reused.
@@ -332,13 +332,13 @@ class StreamingWhisperSTTService(STTService):
                 continue
             started = time.monotonic()
             utterance.job_end_sample = utterance.end_sample
-            audio, hearing = utterance.samples(), None
-            if utterance.paused and self._review_early and self._may_doubt(utterance):
+            audio, paused, hearing = utterance.samples(), utterance.paused, None
+            if paused and self._review_early and self._may_doubt(utterance):
                 # Its review would wait for it: the second opinion hears the pause beside it.
                 hearing = self.create_task(self._scheduler.hear_again(audio, owner=self, early=True),
                                            name=f"hearing-{utterance.id}")
             utterance.job = self.create_task(
-                self._run_partial(utterance, audio, utterance.job_end_sample, utterance.paused, hearing),
+                self._run_partial(utterance, audio, utterance.job_end_sample, paused, hearing),
                 name=f"partial-{utterance.id}",
             )
             # wait() rather than await: cancelling this loop must not cancel the job.
