@@ -4,7 +4,8 @@
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
 a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
 
-    transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> user aggregator (speculative stop)
+    transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> facts prefill
+                      -> user aggregator (speculative stop)
                       -> context window -> prefix warmer -> fast path + tool router -> fact grounding
                       -> LLM (tools routed by intent, answers checked) -> tool filler
                       -> sentence chunker -> TTS -> transport.output() -> assistant aggregator
@@ -28,6 +29,7 @@ decision), and a tracker after it rewrites a cut answer in the context to what w
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -67,10 +69,12 @@ from processors.barge_in import BargeIn
 from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.context_window import ContextWindow
 from processors.fact_grounding import FactGrounding
+from processors.facts_prefill import FactsPrefill
 from processors.fast_path import FastPathResponder
 from processors.latency import LatencyObserver
 from processors.openai_llm import ResilientOpenAILLMService
 from processors.prefix_warmer import PrefixWarmer
+from processors.prompt_cache import PromptCache
 from processors.routed_calls import RoutedCallsMixin
 from processors.tool_filler import ToolFiller
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
@@ -339,6 +343,19 @@ def make_grounding(config: BriskConfig, facts: FactIndex | None) -> FactGroundin
     return FactGrounding(facts.grounding)
 
 
+def make_facts_prefill(resources: Resources, facts: FactIndex | None, context: LLMContext,
+                       prompt_processors: list) -> FactsPrefill | None:
+    """Brisk reads a question's facts into the embedded LLM's cache while the caller asks it."""
+    config = resources.config
+    if facts is None or not config.facts_prefilled:
+        return None
+    window = next((p for p in prompt_processors if isinstance(p, ContextWindow)), None)
+    cache = PromptCache(client=resources.llm_client, model=resources.llm_model, system_prompt=config.system_prompt,
+                        convert_developer_to_user=config.embedded_llm)
+    return FactsPrefill(cache=cache, context=context, grounding_for=facts.grounding,
+                        layout=functools.partial(window.apply, count_drops=False) if window else None)
+
+
 def make_barge_in(config: BriskConfig) -> BargeIn:
     return BargeIn(
         BargeInPolicy(
@@ -392,6 +409,8 @@ def build_call(
         idle = IdleCaller(business, control, ask_after_s=config.user_idle_secs, hang_up_after_s=config.user_idle_hangup_secs)
         idle.attach(aggregators.user())
     llm = make_llm(resources, speculation, speculative_audio, facts)
+    prompt_processors = make_prompt_processors(resources, flavor, offered)
+    prefill = make_facts_prefill(resources, facts, context, prompt_processors)
     filler = None
     if tools is not None:
         register_tools(llm, business)
@@ -402,9 +421,10 @@ def build_call(
         *make_dtmf(config, flavor),
         VADProcessor(vad_analyzer=make_vad(config, flavor)),
         make_stt(resources, flavor),
+        *([prefill] if prefill else []),
         aggregators.user(),
         *make_continuation(config, flavor, context),
-        *make_prompt_processors(resources, flavor, offered),
+        *prompt_processors,
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),
         llm,

@@ -52,7 +52,12 @@ class FactGrounding(FrameProcessor):
         except Exception as error:  # a retrieval bug must cost the grounding, not the answer
             logger.exception(f"{self}: no facts for [{text}]: {error}")
             return context
-        messages = list(context.get_messages())
-        last_user = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"), default=len(messages))
-        messages.insert(last_user, {"role": "system", "content": facts})
-        return LLMContext(messages=messages, tools=context.tools, tool_choice=context.tool_choice)
+        return with_facts(context, facts)
+
+
+def with_facts(context: LLMContext, facts: str) -> LLMContext:
+    """A copy of ``context`` with a system message of ``facts`` right before its last user message."""
+    messages = list(context.get_messages())
+    last_user = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"), default=len(messages))
+    messages.insert(last_user, {"role": "system", "content": facts})
+    return LLMContext(messages=messages, tools=context.tools, tool_choice=context.tool_choice)

@@ -21,12 +21,12 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from loguru import logger
 from openai import AsyncOpenAI
-from pipecat.adapters.llm.services.open_ai_adapter import OpenAILLMAdapter
 from pipecat.frames.frames import CancelFrame, EndFrame, Frame, LLMContextFrame, StartFrame
 from pipecat.processors.aggregators.llm_context import LLMContext, LLMContextMessage
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from processors.prompt_cache import PromptCache
 
 # Some chat templates reject a conversation without a user turn. Everything before the user
 # text is shared with a real request, so the cache covers system prompt and session data.
@@ -65,42 +65,28 @@ class PrefixWarmer(FrameProcessor):
             **kwargs: Passed to ``FrameProcessor``.
         """
         super().__init__(**kwargs)
-        self._client = client
-        self._model = model
-        self._system_prompt = system_prompt
+        self._cache = PromptCache(client=client, model=model, system_prompt=system_prompt,
+                                  convert_developer_to_user=convert_developer_to_user)
         self._session_messages = list(session_messages)
         self._rewarm_after_s = rewarm_after_s
-        self._convert_developer_to_user = convert_developer_to_user
         self._tools = tools
         self._last_request_at = 0.0
         self._task: asyncio.Task | None = None
-        self._adapter = OpenAILLMAdapter()
         self.warmups = 0
         self.failures = 0
         self.warmup_durations_s: list[float] = []
 
     async def warm(self) -> None:
         """Send one warm-up request now."""
-        context = LLMContext(messages=[*self._session_messages, WARM_UP_USER_TURN], tools=self._tools) \
-            if self._tools else LLMContext(messages=[*self._session_messages, WARM_UP_USER_TURN])
-        params = await self._adapter.get_llm_invocation_params(
-            context,
-            system_instruction=self._system_prompt,
-            convert_developer_to_user=self._convert_developer_to_user,
-        )
-        started = time.monotonic()
-        self._last_request_at = started
-        try:
-            extra = {"tools": params["tools"]} if self._tools else {}
-            await self._client.chat.completions.create(
-                model=self._model, messages=params["messages"], max_tokens=1, stream=False, **extra
-            )
-        except Exception as e:  # a failed warm-up only costs the next turn its cache hit
+        messages = [*self._session_messages, WARM_UP_USER_TURN]
+        context = LLMContext(messages=messages, tools=self._tools) if self._tools else LLMContext(messages=messages)
+        self._last_request_at = time.monotonic()
+        took = await self._cache.warm(context, why=f"{self}: prefix")
+        if took is None:
             self.failures += 1
-            logger.warning(f"{self}: prefix warm-up failed: {e}")
             return
         self.warmups += 1
-        self.warmup_durations_s.append(time.monotonic() - started)
+        self.warmup_durations_s.append(took)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         """Start/stop warming with the pipeline; note real requests; pass every frame on."""

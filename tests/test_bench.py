@@ -204,6 +204,21 @@ def test_the_prefetched_first_chunks_are_totalled_over_the_calls_that_kept_them(
     assert summarize_side([turn(None)])["tts_prefetch"] is None
 
 
+def test_the_facts_read_during_speech_are_totalled_over_the_calls_that_read_any():
+    def turn(prefill):
+        return {
+            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
+            "v2v_ms": 800.0, "stages_ms": {s: None for s in WAYPOINTS},
+            "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {}, "facts_prefill": prefill,
+        }
+
+    read = {"prefills": 2, "skipped": 1, "failures": 0, "prefill_s": 0.75}
+    again = {"prefills": 1, "skipped": 0, "failures": 1, "prefill_s": 0.25}
+    assert summarize_side([turn(read), turn(again), turn(None)])["facts_prefill"] == {
+        "prefills": 3, "skipped": 1, "failures": 1, "prefill_s": 1.0}
+    assert summarize_side([turn(None)])["facts_prefill"] is None
+
+
 def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_reference_word():
     assert word_error_rate("What time do you open?", "what time do you open") == 0
     assert word_error_rate("do you ship to Canada", "do you fit your can") == pytest.approx(3 / 5)

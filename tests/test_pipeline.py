@@ -17,6 +17,7 @@ from agent.pipeline import Resources, build_call, livekit_transport
 from agent.turn_taking import make_turn_strategies
 from processors.context_window import ContextWindow
 from processors.espeak_tts import EspeakTTSService
+from processors.facts_prefill import FactsPrefill
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
 from processors.prefix_warmer import PrefixWarmer
 from processors.draft_accounting import DraftAccountingMixin
@@ -88,6 +89,20 @@ def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resour
     off = build_call(no_drafts, LoopbackTransport())
     assert off.speculation is None
     assert not any(isinstance(p, DraftAccountingMixin) for p in off.processors)
+
+
+def test_brisk_reads_a_questions_facts_while_it_is_asked_on_the_embedded_llm_unless_told(resources):
+    assert load_config().facts_prefilled  # the embedded server caches prompts for free
+    assert not resources.config.facts_prefilled  # a paid API would bill each prefill
+    assert FactsPrefill not in processor_types(build_call(resources, LoopbackTransport()))
+    told = replace(resources, config=resources.config.model_copy(update={"llm_facts_prefill": True}))
+    call = build_call(told, LoopbackTransport())
+    # Partials stop at the user aggregator, so it reads them right after the STT.
+    assert index_of(call, FactsPrefill) == index_of(call, StreamingWhisperSTTService) + 1
+    assert index_of(call, FactsPrefill) + 1 == index_of(call, LLMUserAggregator)
+    ungrounded = replace(told, config=told.config.model_copy(update={"llm_grounding": False}))
+    assert FactsPrefill not in processor_types(build_call(ungrounded, LoopbackTransport()))
+    assert FactsPrefill not in processor_types(build_call(told, LoopbackTransport(), flavor="stock"))
 
 
 def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_models(resources):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from agent.bench.corpus import Clip
 from agent.bench.listening import first_audible_answer
-from agent.bench.meters import LLMMeter, LLMUsageObserver, prefix_warmups, process_cpu_s
+from agent.bench.meters import LLMMeter, LLMUsageObserver, facts_prefill, prefix_warmups, process_cpu_s
 from agent.bench.report import WAYPOINTS
 from agent.bench.scripted_llm import ScriptedLLM
 from agent.bench.stats import word_error_rate
@@ -156,6 +156,8 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         "speculation": stats.as_dict() if stats is not None else None,
         # What became of the held drafts' prefetched first chunks (processors/speculative_tts.py).
         "tts_prefetch": prefetch.stats.as_dict() if prefetch is not None else None,
+        # The facts read into the LLM's cache while the caller spoke (processors/facts_prefill.py).
+        "facts_prefill": facts_prefill(call),
     }
 
 

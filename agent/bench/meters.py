@@ -29,6 +29,7 @@ from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FrameP
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
 
+from processors.facts_prefill import FactsPrefill
 from processors.prefix_warmer import PrefixWarmer
 from processors.speculation_stats import DraftOutcome, SpeculationStats
 
@@ -128,6 +129,12 @@ def unreported_draft_tokens(speculation: SpeculationStats | None) -> tuple[int, 
 def prefix_warmups(call) -> int:
     """Out-of-band warm-up completions the call's prefix warmer sent (brisk; stock has none)."""
     return sum(p.warmups for p in (call.processors if call else ()) if isinstance(p, PrefixWarmer))
+
+
+def facts_prefill(call) -> dict | None:
+    """What the call's facts prefill read into the LLM's cache during speech (brisk), or None."""
+    prefill = next((p for p in (call.processors if call else ()) if isinstance(p, FactsPrefill)), None)
+    return prefill.as_dict() if prefill is not None else None
 
 
 class LLMMeter:

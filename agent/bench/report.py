@@ -57,6 +57,7 @@ def summarize_side(turns: list[dict]) -> dict:
         },
         "speculation": merge_reports(speculation) if speculation else None,
         "tts_prefetch": _counted([t.get("tts_prefetch") for t in turns]),
+        "facts_prefill": _counted([t.get("facts_prefill") for t in turns]),
         **_hits(turns),
         "llm_totals": {
             k: (None if any(t["llm"].get(k) is None for t in turns) else sum(t["llm"][k] for t in turns))
@@ -184,6 +185,13 @@ def format_table(result: dict) -> str:
             lines.append(
                 f"{name} first chunks prefetched: {prefetch.get('started', 0)}, spoken from the prefetch "
                 f"{prefetch.get('used', 0)}, discarded {prefetch.get('discarded', 0)}, missed {prefetch.get('missed', 0)}"
+            )
+        prefill = side.get("facts_prefill")
+        if prefill:
+            lines.append(
+                f"{name} facts read during speech: {prefill.get('prefills', 0)} prefills "
+                f"({round(prefill.get('prefill_s', 0.0), 1)} s of the LLM server), skipped {prefill.get('skipped', 0)}, "
+                f"failed {prefill.get('failures', 0)}"
             )
         if side.get("hits_v2v_ms"):
             hits, after = side["hits_v2v_ms"], side["hits_turn_end_to_audio_ms"]

@@ -39,6 +39,7 @@ class RecordedRequest:
     first_token_at: float | None = None
     include_usage: bool = False  # the client asked for the usage chunk (stream_options)
     tools: list | None = None  # the tools the request offered, as sent
+    max_tokens: int | None = None  # the cap the request asked for (a prompt-cache warm-up asks for 1)
 
     @property
     def last_user_text(self) -> str:
@@ -90,6 +91,7 @@ class ScriptedLLM:
             body = await request.json()
             messages = body.get("messages") or []
             record = RecordedRequest(messages=messages, received_at=time.monotonic(), tools=body.get("tools"),
+                                     max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
                                      include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
             self.requests.append(record)
             answer = self.answer_for(messages)
