@@ -202,9 +202,9 @@ class BriskConfig(BaseSettings):
     llm_grounding: bool = Field(
         True, description="Give the LLM the business facts each question is about, and the caller's date, next to it."
     )
-    llm_facts_prefill: bool | None = Field(
-        None,
-        description="Read a question's facts into the LLM server's prompt cache while the caller still speaks; unset = on for the embedded LLM only.",
+    llm_facts_prefill: bool = Field(
+        False,
+        description="Read a question's facts into the LLM server's prompt cache while the caller still speaks (off: see README, Performance).",
     )
     llm_answer_check: bool = Field(
         True, description="Hold each LLM answer to the facts; an unsupported one is replaced by the business's unknown_answer."
@@ -433,10 +433,8 @@ class BriskConfig(BaseSettings):
 
     @property
     def facts_prefilled(self) -> bool:
-        """Whether calls read their questions' facts into the LLM's cache during speech (it costs a
-        paid API a request per change of facts, and only helps a server that caches prompts)."""
-        wanted = self.llm_facts_prefill if self.llm_facts_prefill is not None else self.embedded_llm
-        return wanted and self.llm_grounding
+        """Whether calls read their questions' facts into the LLM's cache during speech."""
+        return self.llm_facts_prefill and self.llm_grounding
 
     @property
     def tools_offered_to_llm(self) -> bool:

@@ -345,7 +345,7 @@ def make_grounding(config: BriskConfig, facts: FactIndex | None) -> FactGroundin
 
 def make_facts_prefill(resources: Resources, facts: FactIndex | None, context: LLMContext,
                        prompt_processors: list) -> FactsPrefill | None:
-    """Brisk reads a question's facts into the embedded LLM's cache while the caller asks it."""
+    """With BRISK_LLM_FACTS_PREFILL, Brisk reads a question's facts into the LLM's cache while the caller asks it."""
     config = resources.config
     if facts is None or not config.facts_prefilled:
         return None

@@ -189,13 +189,18 @@ def test_speculation_is_reported_over_the_llms_turns_with_its_hits_apart():
     assert "hits_v2v_ms" not in summarize_side([turn(600.0, fast_path="hours")])
 
 
+def counted_turn(**counters) -> dict:
+    """One answered bench turn carrying per-call counters (``tts_prefetch=...``)."""
+    return {
+        "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
+        "v2v_ms": 800.0, "stages_ms": {s: None for s in WAYPOINTS},
+        "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {}, **counters,
+    }
+
+
 def test_the_prefetched_first_chunks_are_totalled_over_the_calls_that_kept_them():
     def turn(prefetch):
-        return {
-            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
-            "v2v_ms": 800.0, "stages_ms": {s: None for s in WAYPOINTS},
-            "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {}, "tts_prefetch": prefetch,
-        }
+        return counted_turn(tts_prefetch=prefetch)
 
     used = {"started": 1, "used": 1, "discarded": 0, "missed": 0}
     dropped = {"started": 2, "used": 0, "discarded": 2, "missed": 0}
@@ -206,11 +211,7 @@ def test_the_prefetched_first_chunks_are_totalled_over_the_calls_that_kept_them(
 
 def test_the_facts_read_during_speech_are_totalled_over_the_calls_that_read_any():
     def turn(prefill):
-        return {
-            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
-            "v2v_ms": 800.0, "stages_ms": {s: None for s in WAYPOINTS},
-            "cpu_s": {"agent": 1.0, "llm_server": None}, "llm": {}, "facts_prefill": prefill,
-        }
+        return counted_turn(facts_prefill=prefill)
 
     read = {"prefills": 2, "skipped": 1, "failures": 0, "prefill_s": 0.75}
     again = {"prefills": 1, "skipped": 0, "failures": 1, "prefill_s": 0.25}

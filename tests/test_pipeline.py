@@ -91,9 +91,8 @@ def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resour
     assert not any(isinstance(p, DraftAccountingMixin) for p in off.processors)
 
 
-def test_brisk_reads_a_questions_facts_while_it_is_asked_on_the_embedded_llm_unless_told(resources):
-    assert load_config().facts_prefilled  # the embedded server caches prompts for free
-    assert not resources.config.facts_prefilled  # a paid API would bill each prefill
+def test_brisk_reads_a_questions_facts_while_it_is_asked_when_told(resources):
+    assert not load_config().facts_prefilled  # off by default: README, Performance
     assert FactsPrefill not in processor_types(build_call(resources, LoopbackTransport()))
     told = replace(resources, config=resources.config.model_copy(update={"llm_facts_prefill": True}))
     call = build_call(told, LoopbackTransport())

@@ -54,8 +54,9 @@ from pipecat.audio.vad.vad_analyzer import VADParams
 from agent.bench import capacity, overhead, phone
 from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
 from agent.bench.calls import start_rig
-from agent.bench.corpus import WARMUP, render, select
+from agent.bench.corpus import CORPUS, WARMUP, render, select
 from agent.bench.listening import NO_ANSWER_S
+from agent.bench.meters import whisper_ms
 from agent.bench.plot import plot
 from agent.bench.report import AB_FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
 from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
@@ -98,6 +99,10 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
         await runtime.start()
+        recorded = render(next(u for u in CORPUS if u.kind == "recorded"))
+        machine["whisper_ms"] = await asyncio.to_thread(whisper_ms, runtime.resources.whisper_engine, recorded.samples)
+        _log(f"bench: this machine's speed: {config.whisper_model} hears the {recorded.duration_s:.1f} s ARCTIC clip "
+             f"in {machine['whisper_ms']} ms (median of 3, nothing else running)")
         rig = await start_rig(stack, config, runtime, scripted_llm, AB_FLAVORS)
         meter = rig.meter
 

@@ -20,7 +20,11 @@ The llama.cpp server's CPU seconds are psutil's user + system time of its proces
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import httpx
+import numpy as np
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 from pipecat.frames.frames import LLMContextFrame, MetricsFrame
@@ -129,6 +133,18 @@ def unreported_draft_tokens(speculation: SpeculationStats | None) -> tuple[int, 
 def prefix_warmups(call) -> int:
     """Out-of-band warm-up completions the call's prefix warmer sent (brisk; stock has none)."""
     return sum(p.warmups for p in (call.processors if call else ()) if isinstance(p, PrefixWarmer))
+
+
+def whisper_ms(engine, samples: np.ndarray, repeats: int = 3) -> float:
+    """The median ms one transcription of ``samples`` (16 kHz int16) takes on this machine, nothing
+    else running: how fast the machine is, so runs on different machines can be told apart."""
+    audio = samples.astype(np.float32) / 32768
+    took = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        engine.transcribe(audio)
+        took.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(took), 1)
 
 
 def facts_prefill(call) -> dict | None:

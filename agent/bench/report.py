@@ -128,7 +128,9 @@ def format_table(result: dict) -> str:
         llm = f"embedded ({config['llm_model']})"
     lines = [
         f"Brisk vs stock pipecat{' and stock tuned' if tuned else ''}: {stock['turns']} turns each, LLM {llm}, "
-        f"{result['machine']['date']}",
+        f"{result['machine']['date']}"
+        + (f"; machine speed: Whisper hears the ARCTIC clip in {result['machine']['whisper_ms']} ms"
+           if result["machine"].get("whisper_ms") is not None else ""),
         "",
         f"{'ms after the true end of speech':<34}{'stock P50':>10}{'P95':>7}"
         + (f"{'tuned P50':>11}{'P95':>7}" if tuned else "")
