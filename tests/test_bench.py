@@ -22,7 +22,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from agent.bench.ab import parse_args
-from agent.bench.calls import answering_record, answers_into_a_pause, rebased_stages
+from agent.bench.calls import answering_record, answers_into_a_pause, heard_answer, rebased_stages
 from agent.bench.corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
 from agent.bench.meters import (
     LLM_KEYS,
@@ -34,6 +34,7 @@ from agent.bench.meters import (
 )
 from agent.bench.report import WAYPOINTS, summarize_side
 from agent.bench.stats import bootstrap_ratio, percentiles, word_error_rate
+from agent.caller.aiortc_caller import ReceivedAudio
 from processors.speculation_stats import DraftOutcome, SpeculationStats, merge_reports
 
 REPO = Path(__file__).resolve().parent.parent
@@ -253,6 +254,18 @@ def test_the_answer_is_the_record_whose_audio_came_after_the_end_of_speech():
     assert answering_record([fragment, answer], end=12.0) is answer
     assert answering_record([fragment], end=12.0) is fragment
     assert answering_record([], end=12.0) is None
+
+
+def test_audio_still_playing_at_the_end_of_speech_is_not_heard_as_the_answer():
+    # The greeting plays on past the end of speech (12.0 s); the answer leaves the server at 12.8 s.
+    loud, quiet = np.full(320, 3000, dtype=np.int16), np.zeros(320, dtype=np.int16)
+    received = [ReceivedAudio(t, pcm, 16000) for t, pcm in
+                ((11.9, loud), (12.05, loud), (12.3, quiet), (12.85, quiet), (12.9, loud))]
+    answer = {"t0_monotonic": 12.0, "stages_ms": {"first_audio_out": 800.0}}
+    assert heard_answer(received, first=12.05, record=answer) == 12.9
+    assert heard_answer(received, first=12.9, record=answer) == 12.9  # heard after it was sent: as it is
+    assert heard_answer(received, first=12.05, record={"stages_ms": {}}) == 12.05  # nothing to tell by
+    assert heard_answer(received[:3], first=12.05, record=answer) is None  # the answer never came
 
 
 def test_a_fragment_whose_answer_went_out_before_the_speech_ended_is_an_answer_into_the_pause():
@@ -479,7 +492,6 @@ def test_the_cpu_time_of_another_process_is_read_while_it_lives():
 
 def test_each_interruption_is_put_down_to_the_utterance_said_last_before_its_decision():
     from agent.bench.barge_in import Spoken, measure
-    from agent.caller.aiortc_caller import ReceivedAudio
     from processors.playback_tracker import BotTurn, Interruption
 
     said = [Spoken("question", "q", 0.0, 1.0), Spoken("interjection", "wait", 10.0, 10.8),

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from agent.bench.corpus import Clip
-from agent.bench.listening import first_audible_answer
+from agent.bench.listening import first_audible_after, first_audible_answer
 from agent.bench.meters import LLMMeter, LLMUsageObserver, facts_prefill, prefix_warmups, process_cpu_s
 from agent.bench.report import WAYPOINTS
 from agent.bench.scripted_llm import ScriptedLLM
@@ -39,8 +39,8 @@ def answering_record(records: list[dict], end: float) -> dict | None:
     before the user finished is not the answer to the turn.
     """
     for record in records:
-        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
-        if t0 is not None and fao is not None and t0 + fao / 1000 > end:
+        sent = answer_out(record)
+        if sent is not None and sent > end:
             return record
     return records[-1] if records else None
 
@@ -48,11 +48,24 @@ def answering_record(records: list[dict], end: float) -> dict | None:
 def answers_into_a_pause(records: list[dict], end: float) -> int:
     """How many of a split turn's fragments had answer audio go out before the speech ended:
     the bot talking into the caller's pause, before turn continuation cut it and answered the whole."""
-    early = 0
-    for record in records:
-        t0, fao = record.get("t0_monotonic"), (record.get("stages_ms") or {}).get("first_audio_out")
-        early += t0 is not None and fao is not None and t0 + fao / 1000 <= end
-    return early
+    return sum(sent is not None and sent <= end for sent in map(answer_out, records))
+
+
+def answer_out(record: dict | None) -> float | None:
+    """When the server sent the record's first answer audio (monotonic), or None."""
+    t0, fao = (record or {}).get("t0_monotonic"), ((record or {}).get("stages_ms") or {}).get("first_audio_out")
+    return None if t0 is None or fao is None else t0 + fao / 1000
+
+
+def heard_answer(received: list, first: float | None, record: dict | None) -> float | None:
+    """The arrival of the answer's first audible audio: ``first``, unless that came before the
+    server sent the answer, when it was other audio still playing at the end of speech (the
+    greeting, on a machine too slow for the caller's words to cut it) and the answer is the
+    first audible chunk after the server sent it."""
+    sent = answer_out(record)
+    if first is None or sent is None or first >= sent:
+        return first
+    return first_audible_after(received, sent)
 
 
 def rebased_stages(record: dict | None, end: float) -> dict:
@@ -114,6 +127,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
             await asyncio.wait([task], timeout=10)
     records = call.latency.summary()["turns"] if call else []
     record = answering_record(records, end)
+    first = heard_answer(caller.received, first, record)
     utterance = clip.utterance
     # What the pipeline heard of the whole utterance, even when it cut it into several turns.
     heard = records[: records.index(record) + 1] if record else []

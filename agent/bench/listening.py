@@ -46,6 +46,11 @@ async def first_audible_answer(caller: WebRTCCaller, end: float,
             return first, True
 
 
+def first_audible_after(received: list, after: float) -> float | None:
+    """Arrival of the first audible chunk of ``received`` that came after ``after``, or None."""
+    return next((chunk.t for chunk in received if chunk.t > after and chunk.rms >= AUDIBLE_RMS), None)
+
+
 async def heard_for(caller: WebRTCCaller, after: float, seconds: float, timeout: float = NO_ANSWER_S) -> bool:
     """Waits until ``seconds`` of audible bot audio arrived after ``after``; False on timeout."""
     deadline = time.monotonic() + timeout
