@@ -23,7 +23,7 @@ from agent.records.store import CallRecords
 
 # How long an interrupted turn's write waits for its cut to reach the output transport (where
 # what was heard is worked out): the two are told apart by different processors. 1 s was too
-# short on a 2-core machine three times slower than usual (make test, 2026-12-03): the record
+# short on a 2-core machine three to four times slower than usual (make test, 2026-12-03): the record
 # then kept the whole answer, the answer check's replacement the caller never heard included.
 _CUT_WAIT_S = 3.0
 
