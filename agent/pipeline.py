@@ -4,7 +4,7 @@
 ``Resources`` (models loaded once): either Brisk's pipeline or, with ``flavor="stock"``,
 a stock pipecat pipeline on the same models — the baseline every benchmark compares against.
 
-    transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> facts prefill
+    transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> facts prefill (when on)
                       -> user aggregator (speculative stop)
                       -> context window -> prefix warmer -> fast path + tool router -> fact grounding
                       -> LLM (tools routed by intent, answers checked) -> tool filler

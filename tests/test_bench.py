@@ -199,26 +199,18 @@ def counted_turn(**counters) -> dict:
     }
 
 
-def test_the_prefetched_first_chunks_are_totalled_over_the_calls_that_kept_them():
-    def turn(prefetch):
-        return counted_turn(tts_prefetch=prefetch)
-
-    used = {"started": 1, "used": 1, "discarded": 0, "missed": 0}
-    dropped = {"started": 2, "used": 0, "discarded": 2, "missed": 0}
-    assert summarize_side([turn(used), turn(dropped), turn(None)])["tts_prefetch"] == {
-        "started": 3, "used": 1, "discarded": 2, "missed": 0}
-    assert summarize_side([turn(None)])["tts_prefetch"] is None
-
-
-def test_the_facts_read_during_speech_are_totalled_over_the_calls_that_read_any():
-    def turn(prefill):
-        return counted_turn(facts_prefill=prefill)
-
-    read = {"prefills": 2, "skipped": 1, "failures": 0, "prefill_s": 0.75}
-    again = {"prefills": 1, "skipped": 0, "failures": 1, "prefill_s": 0.25}
-    assert summarize_side([turn(read), turn(again), turn(None)])["facts_prefill"] == {
-        "prefills": 3, "skipped": 1, "failures": 1, "prefill_s": 1.0}
-    assert summarize_side([turn(None)])["facts_prefill"] is None
+@pytest.mark.parametrize("key, calls, total", [
+    ("tts_prefetch",  # the held drafts' first chunks synthesised ahead (processors/speculative_tts.py)
+     [{"started": 1, "used": 1, "discarded": 0, "missed": 0}, {"started": 2, "used": 0, "discarded": 2, "missed": 0}],
+     {"started": 3, "used": 1, "discarded": 2, "missed": 0}),
+    ("facts_prefill",  # the facts read during speech (processors/facts_prefill.py)
+     [{"prefills": 2, "skipped": 1, "failures": 0, "prefill_s": 0.75}, {"prefills": 1, "skipped": 0, "failures": 1, "prefill_s": 0.25}],
+     {"prefills": 3, "skipped": 1, "failures": 1, "prefill_s": 1.0}),
+])
+def test_per_call_counters_are_totalled_over_the_calls_that_kept_them(key, calls, total):
+    turns = [counted_turn(**{key: counters}) for counters in (*calls, None)]
+    assert summarize_side(turns)[key] == total
+    assert summarize_side([counted_turn(**{key: None})])[key] is None
 
 
 def test_word_error_rate_counts_substitutions_insertions_and_deletions_per_reference_word():
