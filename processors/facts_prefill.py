@@ -57,7 +57,7 @@ class FactsPrefill(FrameProcessor):
         self._layout = layout
         self._min_words = min_words
         self._wanted: str | None = None  # the facts of this utterance's latest partial
-        self._wanted_context: LLMContext | None = None
+        self._wanted_text = ""  # that partial's words
         self._read: str | None = None  # the facts last read this utterance
         self._task: asyncio.Task | None = None
         self.prefills = 0
@@ -86,20 +86,23 @@ class FactsPrefill(FrameProcessor):
         await super().cleanup()
         await self._stop()
 
-    def draft_context(self, text: str) -> tuple[str, LLMContext]:
-        """The facts for ``text`` and the context a draft of it reaches the LLM with."""
-        provisional = LLMContext(messages=[*self._context.get_messages(), {"role": "user", "content": text}],
-                                 tools=self._context.tools, tool_choice=self._context.tool_choice)
+    def _draft_context(self, text: str, facts: str) -> LLMContext:
+        """The context a draft of ``text`` reaches the LLM with: the conversation, the words, their facts."""
+        return with_facts(self._laid_out([*self._context.get_messages(), {"role": "user", "content": text}]), facts)
+
+    def _laid_out(self, messages: list) -> LLMContext:
+        context = LLMContext(messages=messages, tools=self._context.tools, tool_choice=self._context.tool_choice)
         if self._layout is not None:
-            self._layout(provisional)
-        facts = self._grounding_for(last_user_words(provisional))
-        return facts, with_facts(provisional, facts)
+            self._layout(context)
+        return context
 
     async def _on_partial(self, text: str):
         if len(text.split()) < self._min_words:
             return
         try:
-            facts, context = self.draft_context(text)
+            # The words alone are laid out (fillers stripped as in the request), not the whole
+            # conversation: this runs on every partial, on the audio path.
+            facts = self._grounding_for(last_user_words(self._laid_out([{"role": "user", "content": text}])))
         except Exception as error:  # a retrieval bug costs the prefill, never the call
             self.failures += 1
             logger.exception(f"{self}: no prefill for [{text}]: {error}")
@@ -108,7 +111,7 @@ class FactsPrefill(FrameProcessor):
             return
         if self._wanted is not None and self._wanted != self._read:
             self.skipped += 1  # its partial came and went while another prefill was read
-        self._wanted, self._wanted_context = facts, context
+        self._wanted, self._wanted_text = facts, text
         if self._task is None or self._task.done():
             self._task = self.create_task(self._prefill_latest(), name=f"{self}::prefill")
 
@@ -116,7 +119,8 @@ class FactsPrefill(FrameProcessor):
         # One at a time, never cancelled: the server reads a prompt in one batch whatever the
         # client does, so a cancelled prefill would still hold up the request queued behind it.
         while self._wanted is not None and self._wanted != self._read:
-            facts, context = self._wanted, self._wanted_context
+            facts = self._wanted
+            context = self._draft_context(self._wanted_text, facts)
             took = await self._cache.warm(context, why=f"{self}: facts")
             self._read = facts
             if took is None:
