@@ -122,6 +122,11 @@ class BriskConfig(BaseSettings):
         ge=0,
         description="After the VAD stop, a turn whose words are unfinished ('and', 'is', 'um', a number half said) waits up to this long for more (0 = never).",
     )
+    turn_final_wait_secs: float = Field(
+        3.0,
+        ge=0,
+        description="After the VAD stop, the longest a turn waits for the final transcript of words a partial already heard, when earlier words could end it.",
+    )
 
     # --- barge-in -------------------------------------------------------------------------
     barge_in_min_speech_secs: float = Field(

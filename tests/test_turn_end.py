@@ -28,7 +28,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
-from frames.transcription import FinalTranscriptionFrame
+from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.turn_completeness import unfinished
@@ -107,6 +107,24 @@ async def utterance(worker, text: str) -> float:
     return stopped
 
 
+async def utterance_heard_late(worker, text: str, utterance_id: int, final_after_s: float | None) -> float:
+    """Like :func:`utterance`, but a partial hears ``text`` while the caller speaks and the final
+    comes ``final_after_s`` after the VAD stop (None: never, as when Whisper's final has no words)."""
+    await worker.queue_frame(VADUserStartedSpeakingFrame())
+    for audio in [LOUD] * 25:
+        await worker.queue_frame(InputAudioRawFrame(audio=audio, sample_rate=16000, num_channels=1))
+    await worker.queue_frame(PartialTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=utterance_id))
+    for audio in [SILENT] * 15:
+        await worker.queue_frame(InputAudioRawFrame(audio=audio, sample_rate=16000, num_channels=1))
+    await asyncio.sleep(0.05)
+    stopped = time.monotonic()
+    await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
+    if final_after_s is not None:
+        await asyncio.sleep(final_after_s)
+        await worker.queue_frame(FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=utterance_id))
+    return stopped
+
+
 async def test_a_finished_question_ends_the_turn_at_the_short_timeout():
     async with turn_rig() as (worker, strategy, ends):
         stopped = await utterance(worker, "What time do you open on Saturday?")
@@ -159,6 +177,49 @@ async def test_a_statement_smart_turn_calls_finished_ends_at_the_short_timeout()
         await asyncio.sleep(MAX_WAIT_S)
     [end] = ends.ends
     assert end - stopped < 0.3 and strategy.held == 0
+
+
+async def test_a_slow_final_of_the_words_after_a_pause_is_waited_for_and_the_question_is_asked_whole():
+    # pipecat's wait for the STT is over 0.7 s after the VAD stop, and the first half's final is in:
+    # on a slow machine the turn ended there, on "My order number is" alone.
+    async with turn_rig() as (worker, strategy, ends):
+        await utterance(worker, "My order number is")
+        await asyncio.sleep(0.3)
+        stopped = await utterance_heard_late(worker, "4572.", utterance_id=2, final_after_s=1.5)
+        await asyncio.sleep(0.3)
+    [end] = ends.ends
+    assert end - stopped >= 1.5 and strategy.waited_for_final == 1
+    assert ends.asked == ["My order number is 4572."]
+
+
+async def test_a_final_that_never_comes_ends_the_turn_on_what_was_heard_at_the_longest_wait_for_it():
+    async with turn_rig() as (worker, strategy, ends):
+        strategy.final_wait_s = 1.2
+        await utterance(worker, "What time do you open on Saturday?")
+        # The caller goes on before the short timeout is over, and Whisper's final of it is empty.
+        await utterance_heard_late(worker, "um", utterance_id=2, final_after_s=None)
+        stopped = time.monotonic()
+        await asyncio.sleep(1.6)
+        [end] = ends.ends
+        # A new utterance is heard as its own, numbered on from the one given up on.
+        await utterance_heard_late(worker, "And on Sunday?", utterance_id=3, final_after_s=0.0)
+        await asyncio.sleep(0.4)
+    assert 1.1 <= end - stopped < 1.5 and strategy.waited_for_final == 1
+    assert ends.asked == ["What time do you open on Saturday?", "And on Sunday?"]
+
+
+async def test_two_calls_wait_for_their_own_finals():
+    async with turn_rig() as (worker_a, strategy_a, ends_a), turn_rig() as (worker_b, strategy_b, ends_b):
+        await utterance(worker_a, "My order number is")
+        await utterance(worker_b, "Where is the shop and")
+        late = asyncio.create_task(utterance_heard_late(worker_a, "4572.", utterance_id=2, final_after_s=1.5))
+        await asyncio.sleep(0.2)
+        stopped_b = await utterance_heard_late(worker_b, "when do you open?", utterance_id=2, final_after_s=0.0)
+        await late
+        await asyncio.sleep(0.3)
+    assert ends_a.asked == ["My order number is 4572."] and strategy_a.waited_for_final == 1
+    assert ends_b.asked == ["Where is the shop and when do you open?"] and strategy_b.waited_for_final == 0
+    assert ends_b.ends[0] - stopped_b < 0.5 < ends_a.ends[0] - ends_b.ends[0]
 
 
 async def test_two_calls_hold_their_own_turns():

@@ -193,6 +193,7 @@ def stop_strategies(policy: str, config: BriskConfig, audio_check: SmartTurnChec
         with_audio = policy == "brisk_audio" or config.turn_audio_check
         return [AdaptiveUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs,
                                              max_wait_s=config.turn_unfinished_wait_secs,
+                                             final_wait_s=config.turn_final_wait_secs,
                                              audio_check=audio_check if with_audio else None)]
     if policy == "brisk_fixed":
         return [SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]

@@ -4,8 +4,9 @@ after an unfinished one.
 Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): the caller's
 ``InputAudioRawFrame``s, VAD frames and the STT's final ``TranscriptionFrame``s. Emits: the turn
 end, through pipecat's ``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited
-for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait) and
-``held_by_audio`` (held because Smart Turn judged a finished-looking statement unfinished); one
+for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait),
+``held_by_audio`` (held because Smart Turn judged a finished-looking statement unfinished) and
+``waited_for_final`` (turns whose end waited for the final of the caller's latest words); one
 log line per hold with the reason.
 
 pipecat's ``SpeechTimeoutUserTurnStopStrategy`` ends the turn ``user_speech_timeout`` after the
@@ -17,7 +18,16 @@ stop has passed. A statement the words call finished (not a question) is also pu
 ``audio_check`` (``smart_turn_check.py``, started at the VAD stop so it is ready by the
 timeout), and held the same way when the audio says unfinished. At the longest wait, audio that
 is speech again (the caller resuming, before the VAD has said so) keeps the turn open a moment
-longer. Subclasses that settle something at the turn end (speculative drafts) override
+longer.
+
+A turn also never ends before the final transcript of the caller's latest words. pipecat's base
+waits for *a* transcript, and for the STT only up to its P99 after the VAD stop: when a turn went
+on after a pause, the first half's final is already there, and on a machine whose Whisper is
+slower than that P99 the turn ended on the first half alone — "What time do you open on
+Saturday?" answered while "Or on Sunday?" was still being transcribed. So once a partial with
+words has come for an utterance (``PartialTranscriptionFrame.utterance_id``), its final is waited
+for, up to ``final_wait_s`` after the VAD stop (a final with no words is never pushed).
+Subclasses that settle something at the turn end (speculative drafts) override
 ``end_of_turn``, which runs only once the hold is over.
 """
 
@@ -39,6 +49,7 @@ from pipecat.frames.frames import (
 from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
+from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.turns.silence_clock import SilenceClock
 from processors.turns.smart_turn_check import MAX_AUDIO_S, SmartTurnCheck
 from processors.turns.turn_completeness import CompletenessRules, unfinished
@@ -52,12 +63,14 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     """Speech-timeout end of turn that waits up to ``max_wait_s`` after the VAD stop for unfinished words."""
 
     def __init__(self, *, max_wait_s: float = 1.0, rules: CompletenessRules | None = None,
-                 audio_check: SmartTurnCheck | None = None, **kwargs):
+                 audio_check: SmartTurnCheck | None = None, final_wait_s: float = 3.0, **kwargs):
         """Create the strategy.
 
         Args:
             max_wait_s: Longest wait after the VAD stop for a turn whose words are unfinished;
                 0 = never wait (the base's fixed timeout).
+            final_wait_s: Longest wait after the VAD stop for the final transcript of words a
+                partial already heard.
             rules: What counts as unfinished; ``CompletenessRules()`` when None.
             audio_check: Smart Turn, for statements whose words look finished; None = words only.
             **kwargs: ``SpeechTimeoutUserTurnStopStrategy`` arguments (``user_speech_timeout``).
@@ -69,6 +82,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self.held = 0
         self.held_by_audio = 0
         self.released_by_timeout = 0
+        self.final_wait_s = final_wait_s
+        self.waited_for_final = 0
         self.silence = SilenceClock()
         self._finals: list[str] = []
         self._audio: deque[np.ndarray] = deque()
@@ -79,24 +94,38 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self._hold_task: asyncio.Task | None = None
         self._held_for_words = False  # else for the audio: a later transcript does not release it
         self._end_args: dict = {}
+        # The STT numbers its utterances: the newest one a partial heard words in, and the newest
+        # one whose final has come. Ids, not VAD order, because the VAD's system frames overtake
+        # the transcripts queued behind them.
+        self._worded_utterance = -1
+        self._final_utterance = -1
+        self._final_wait_task: asyncio.Task | None = None
 
     @property
     def holding(self) -> bool:
         return self._hold_task is not None
 
+    @property
+    def final_awaited(self) -> bool:
+        """A partial heard words of an utterance whose final has not come yet."""
+        return self._worded_utterance > self._final_utterance
+
     async def handle_user_turn_started(self):
         await super().handle_user_turn_started()
         await self._cancel_hold()
+        await self._cancel_final_wait()
         self._finals.clear()
 
     async def handle_user_turn_stopped(self):
         await super().handle_user_turn_stopped()
         await self._cancel_hold()
+        await self._cancel_final_wait()
         self._finals.clear()
 
     async def cleanup(self):
         await super().cleanup()
         await self._cancel_hold()
+        await self._cancel_final_wait()
         if self._verdict is not None:
             self._verdict.cancel()
 
@@ -107,6 +136,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                 self._keep_audio(frame)
         elif isinstance(frame, VADUserStartedSpeakingFrame):
             await self._cancel_hold()  # the caller went on: the turn is still theirs
+            await self._cancel_final_wait()
             self._verdict = None  # it judged the audio up to a pause that is over
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             self._vad_stop_at = time.monotonic()
@@ -115,7 +145,13 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                 samples = np.concatenate(self._audio)
                 self._verdict = asyncio.get_running_loop().create_task(
                     self.audio_check.probability(samples, self._sample_rate))
-        elif isinstance(frame, TranscriptionFrame) and frame.text.strip():
+        elif isinstance(frame, PartialTranscriptionFrame) and frame.text.strip():
+            self._worded_utterance = max(self._worded_utterance, frame.utterance_id)
+        if isinstance(frame, FinalTranscriptionFrame):
+            self._final_utterance = max(self._final_utterance, frame.utterance_id)
+            if not self.final_awaited:
+                await self._cancel_final_wait()  # the base ends the turn on this final, if it may
+        if isinstance(frame, TranscriptionFrame) and frame.text.strip():
             self._finals.append(frame.text.strip())
         result = await super().process_frame(frame)
         if (isinstance(frame, TranscriptionFrame) and self.holding and self._held_for_words
@@ -130,9 +166,18 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     async def trigger_user_turn_stopped(self, *, enable_user_speaking_frames: bool | None = None):
         """End the turn now, unless its words are unfinished and the caller may still go on."""
-        if self.holding:
+        if self.holding or self._final_wait_task is not None:
             return
         waited = time.monotonic() - self._vad_stop_at if self._vad_stop_at is not None else 0.0
+        if self.final_awaited and waited < self.final_wait_s:
+            # The base calls again when that final comes (its waits are over by then).
+            self.waited_for_final += 1
+            logger.debug(f"{self}: waiting up to {self.final_wait_s - waited:.2f} s for the final of utterance "
+                         f"{self._worded_utterance}: [{self.turn_text}]")
+            self._final_wait_task = self.task_manager.create_task(
+                self._give_up_on_final(self.final_wait_s - waited, enable_user_speaking_frames),
+                f"{self}::final_wait")
+            return
         reason, by_audio = (await self._why_unfinished() if self.max_wait_s > 0 and waited < self.max_wait_s
                             else (None, False))
         if reason is not None:
@@ -178,6 +223,22 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self.released_by_timeout += 1
         logger.debug(f"{self}: no more words after the longest wait: the turn ends: [{self.turn_text}]")
         await self.end_of_turn(**self._end_args)
+
+    async def _give_up_on_final(self, wait_s: float, enable_user_speaking_frames: bool | None):
+        try:
+            await asyncio.sleep(wait_s)
+        except asyncio.CancelledError:
+            return
+        self._final_wait_task = None
+        logger.warning(f"{self}: no final for utterance {self._worded_utterance} {self.final_wait_s:.1f} s after "
+                       f"the VAD stop: the turn ends on what was heard: [{self.turn_text}]")
+        self._final_utterance = self._worded_utterance
+        await self.trigger_user_turn_stopped(enable_user_speaking_frames=enable_user_speaking_frames)
+
+    async def _cancel_final_wait(self):
+        task, self._final_wait_task = self._final_wait_task, None
+        if task is not None:
+            await self.task_manager.cancel_task(task)
 
     def _speech_now(self) -> bool:
         # The clock counts only audio this strategy was given: with none, nothing is speech.
