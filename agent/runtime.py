@@ -96,6 +96,7 @@ class Runtime:
             whisper_engine=whisper_engine,
             whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
                                                doubt_below=config.stt_doubt_below, recognised=self._recognised(),
+                                               review_unrecognised=config.stt_review_unrecognised,
                                                review_max_s=config.stt_review_max_secs),
             hibari_voice=hibari_voice,
             llm_client=make_openai_client(
@@ -131,9 +132,10 @@ class Runtime:
         return vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
 
     def _recognised(self):
-        """What the second opinion also hears again: finals no intent of the business asks (None: off)."""
+        """Whether an intent of the business asks a transcript, which the Whisper scheduler prefers
+        between two transcripts of one clip (None: no fast path or no intents to ask)."""
         config = self.config
-        if not (config.stt_review_unrecognised and config.fast_path and config.business_definition.intents):
+        if not (config.fast_path and config.business_definition.intents):
             return None
         from agent.business.facts import FactIndex
         from agent.business.intents import IntentMatcher

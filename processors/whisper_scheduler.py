@@ -16,12 +16,15 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   shop" score -0.7 to -1.1, its right answers mostly above -0.3) is heard again by the
   ``second_opinion`` engine (base, beam search), and the surer of the two is the final; the
   review is a final's job too, so it waits behind no partial;
-- so is a final, however sure, that the business does not ``recognise`` (no intent of its file
-  asks it): tiny.en is sure of "Are you guys open on certain days?" (-0.13) and "What's that
-  race on the store?", which base hears as "Sunday" and "address". A transcript the business
-  recognises beats one it does not; between two it does not (or two it does), the one that heard
-  more of the same number ("4572" over "452"), else the surer, wins.
-  A final the business recognises at once is never held up: the fast path answers it;
+- with ``review_unrecognised``, so is a final, however sure, that the business does not
+  ``recognise`` (no intent of its file asks it): tiny.en is sure of "Are you guys open on
+  certain days?" (-0.13) and "What's that race on the store?", which base hears as "Sunday" and
+  "address". It is off in Brisk's default (``BRISK_STT_REVIEW_UNRECOGNISED``): most questions a
+  shop's file does not answer are heard right, and the turn waited ~0.65 s for base on each
+  (README, Performance). A transcript the business recognises beats one it does not; between two
+  it does not (or two it does), the one that heard more of the same number ("4572" over "452"),
+  else the surer, wins. A final the business recognises at once is never held up: the fast path
+  answers it;
 - the second opinion runs on a thread of its own, beside the first engine (each engine has its
   own queue and worker): on 2 cores a review waits behind no partial and no partial behind a
   review, and a caller's pause can be heard by both at once (processors/streaming_whisper.py);
@@ -101,10 +104,12 @@ class WhisperScheduler:
 
     def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
                  doubt_below: float = -0.4, recognised: Recognised | None = None,
-                 review_max_s: float | None = None):
+                 review_unrecognised: bool = True, review_max_s: float | None = None):
         """Args:
-            recognised: whether the business knows what a transcript asks (its intents); a
-                final it does not is heard again too. None: only unsure finals are.
+            recognised: whether the business knows what a transcript asks (its intents): of two
+                transcripts of one clip, the one it knows wins. None: the surer one always does.
+            review_unrecognised: a sure final ``recognised`` does not know is heard again too;
+                False: only unsure finals are.
             review_max_s: audio longer than this is never heard again. Base's beam search
                 takes about a third of the audio's length on a busy core, and the turn waits
                 for it: 1.5-1.8 s for a 6 s sentence, in which one misheard word seldom
@@ -115,6 +120,7 @@ class WhisperScheduler:
         self.second_opinion = second_opinion
         self.doubt_below = doubt_below
         self.recognised = recognised
+        self.review_unrecognised = review_unrecognised and recognised is not None
         self.review_max_s = review_max_s
         # One queue, running job and worker per engine (None: the main one).
         self._queues: dict[WhisperEngine | None, list[_Job]] = {None: [], second_opinion: []}
@@ -136,7 +142,7 @@ class WhisperScheduler:
         if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
             self.counts["review_skipped_long"] += 1
             return False
-        return result.avg_logprob < self.doubt_below or not self._knows(result)
+        return result.avg_logprob < self.doubt_below or (self.review_unrecognised and not self._knows(result))
 
     def better(self, first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
         """The one of two transcripts of the same audio to keep: the one the business recognises

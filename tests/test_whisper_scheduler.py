@@ -181,6 +181,25 @@ async def test_a_recognised_final_is_not_heard_again_unless_unsure_and_is_kept_o
     assert await scheduler.review(clip(1.0), first, owner=object()) is first
 
 
+async def test_without_review_unrecognised_only_an_unsure_final_is_heard_again_and_recognised_words_still_win():
+    def recognised(text: str) -> bool:
+        return text.startswith("reviewed")
+
+    sure_but_unknown = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.1)
+    unsure_and_unknown = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
+    less_sure_but_known = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.95, label="reviewed")
+    scheduler = WhisperScheduler(sure_but_unknown, second_opinion=less_sure_but_known, doubt_below=-0.4,
+                                 recognised=recognised, review_unrecognised=False)
+    assert not scheduler.doubts(await scheduler.transcribe(clip(1.0), owner=object(), final=True))
+
+    scheduler = WhisperScheduler(unsure_and_unknown, second_opinion=less_sure_but_known, doubt_below=-0.4,
+                                 recognised=recognised, review_unrecognised=False)
+    first = await scheduler.transcribe(clip(1.0), owner=object(), final=True)
+    assert scheduler.doubts(first)
+    reviewed = await scheduler.review(clip(1.0), first, owner=object())
+    assert reviewed.text == less_sure_but_known.text_for(SAMPLE_RATE)  # known words beat surer unknown ones
+
+
 async def test_audio_longer_than_the_review_limit_is_not_doubted_however_unsure():
     unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
     scheduler = WhisperScheduler(unsure, second_opinion=SlowWhisperEngine(), review_max_s=5.0)

@@ -250,7 +250,8 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
     for key, engine in engines.items():
         first, second = engine if isinstance(engine, tuple) else (engine, None)
         scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below,
-                                     recognised=recognised if second is not None else None)
+                                     recognised=recognised if second is not None else None,
+                                     review_unrecognised=config.stt_review_unrecognised)
         wers, agree, intents_heard, reviewed = [], 0, 0, 0
         for question, clip in zip(questions, clips):
             audio = clip.samples.astype(np.float32) / 32768.0
