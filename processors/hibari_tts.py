@@ -3,7 +3,8 @@
 Consumes: text from pipecat's TTS machinery (LLM sentences, TTSSpeakFrame).
 Emits: TTSStartedFrame, 40 ms TTSAudioRawFrames sentence by sentence, TTSStoppedFrame;
 an ErrorFrame upstream when synthesis fails. A text that ends at a clause mark (a first chunk
-cut at a comma) ends with a comma's pause, not a sentence's.
+cut at a comma) ends with a comma's pause, not a sentence's; an answer's first sentence starts
+10 ms before its first sound, the later ones 50 ms.
 Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
 
 With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthesises a held
@@ -43,6 +44,10 @@ _ONSET_SEARCH_BYTES = SAMPLE_RATE * 2  # the first second
 # sounded halting. Such a chunk keeps this much of its trailing silence, so with the next
 # chunk's 50 ms lead-in the pause at the join is 0.12-0.15 s: a comma's.
 CLAUSE_PAUSE_S = 0.07
+# An answer's first sentence follows the caller's silence, not the bot's own words, so its lead-in
+# only delays the first word: it keeps 10 ms, the ramp into the onset, where later sentences keep
+# ``leading_silence_s`` (the spacing the comma's pause above is tuned with).
+ANSWER_LEAD_IN_S = 0.01
 _CLAUSE_ENDS = (",", ";", ":", "—", "–", "-")
 _SILENCE_RMS = 300  # int16 RMS of a 10 ms window below which it counts as silence
 
@@ -125,7 +130,8 @@ class HibariTTSService(TTSService):
 
         Args:
             voice: A loaded hibari voice to share; defaults to `load_voice(settings.voice)`.
-            leading_silence_s: Silence kept before each sentence's speech; None keeps all of it.
+            leading_silence_s: Silence kept before each sentence's speech (an answer's first
+                keeps ``ANSWER_LEAD_IN_S`` at most); None keeps all of it.
             settings: Voice name and speed (defaults: "heart", 1.0).
             speculative_audio: The call's cache of a held draft's first chunk, shared with the
                 LLM service; this service synthesises into it and speaks from it.
@@ -150,6 +156,7 @@ class HibariTTSService(TTSService):
         self._voice = voice or load_voice(assert_given(self._settings.voice))
         self._leading_silence_s = leading_silence_s
         self._speculative_audio = speculative_audio
+        self._answer_context: str | None = None  # the context of the answer being spoken
         if speculative_audio is not None:
             speculative_audio.bind(self._prefetch_pcm)
 
@@ -168,7 +175,10 @@ class HibariTTSService(TTSService):
         """Synthesise `text` one sentence at a time and yield its audio in 40 ms frames."""
         try:
             await self.start_tts_usage_metrics(text)
-            audio = spoken_pcm(self._speculative_audio, text, self._pcm_chunks)
+            # pipecat keeps one context id for a turn's whole answer: a new one is a new answer.
+            answer_start, self._answer_context = context_id != self._answer_context, context_id
+            audio = spoken_pcm(self._speculative_audio, text,
+                               functools.partial(self._pcm_chunks, answer_start=answer_start))
             async for frame in self._stream_audio_frames_from_iterator(
                 audio, in_sample_rate=SAMPLE_RATE, context_id=context_id
             ):
@@ -186,9 +196,10 @@ class HibariTTSService(TTSService):
             self._speculative_audio.discard("the call ended")
 
     async def _prefetch_pcm(self, text: str) -> list[bytes]:
-        return [chunk async for chunk in self._pcm_chunks(text)]
+        # What is prefetched is always an answer's first chunk (a held draft's or the fast path's).
+        return [chunk async for chunk in self._pcm_chunks(text, answer_start=True)]
 
-    async def _pcm_chunks(self, text: str) -> AsyncIterator[bytes]:
+    async def _pcm_chunks(self, text: str, *, answer_start: bool = False) -> AsyncIterator[bytes]:
         speed = assert_given(self._settings.speed)
         frame_bytes = int(SAMPLE_RATE * FRAME_SECONDS) * 2
         # One sentence (hibari splits overlong ones at clauses) per thread hop: audio of the
@@ -197,21 +208,22 @@ class HibariTTSService(TTSService):
         loop = asyncio.get_running_loop()
         sentences = await loop.run_in_executor(_SYNTHESIS, self._voice.phonemize, text)
         for i, phonemes in enumerate(sentences):
-            pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed)
+            lead_in_s = ANSWER_LEAD_IN_S if answer_start and i == 0 else self._leading_silence_s
+            pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed, lead_in_s)
             if i == len(sentences) - 1 and text.rstrip().endswith(_CLAUSE_ENDS):
                 pcm = _with_trailing_silence(pcm, CLAUSE_PAUSE_S)
             for start in range(0, len(pcm), frame_bytes):
                 yield pcm[start : start + frame_bytes]
 
-    def _synthesise(self, phonemes: str, speed: float) -> bytes:
+    def _synthesise(self, phonemes: str, speed: float, lead_in_s: float | None) -> bytes:
         # hibari opens every sentence with 0.2-0.35 s of silence: before a reply's first
         # sentence that is pure latency, and its trailing silence already spaces sentences.
         pcm = _to_pcm16(self._voice.from_phonemes(phonemes, speed))
-        if self._leading_silence_s is None:
+        if self._leading_silence_s is None or lead_in_s is None:
             return pcm
         onset = detect_speech_onset(
             pcm[:_ONSET_SEARCH_BYTES], SAMPLE_RATE, threshold_db=_ONSET_THRESHOLD_DB
         )
         if onset is None:
             return pcm
-        return pcm[max(0, onset - int(self._leading_silence_s * SAMPLE_RATE)) * 2 :]
+        return pcm[max(0, onset - int(min(lead_in_s, self._leading_silence_s) * SAMPLE_RATE)) * 2 :]

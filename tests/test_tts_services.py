@@ -182,7 +182,18 @@ async def test_hibari_cuts_the_silence_before_speech_to_a_short_lead_in():
         return detect_speech_onset(pcm, SAMPLE_RATE, threshold_db=-60.0) / SAMPLE_RATE
 
     assert await onset_seconds(leading_silence_s=None) > 0.15
-    assert await onset_seconds() <= 0.06
+    assert await onset_seconds() <= 0.02  # an answer's first words: nothing plays before them
+
+
+async def test_hibari_keeps_a_longer_lead_in_before_an_answers_later_sentences_than_before_its_first():
+    tts = HibariTTSService()
+
+    async def onset_seconds(**kwargs):
+        pcm = b"".join([chunk async for chunk in tts._pcm_chunks("Hi.", **kwargs)])
+        return detect_speech_onset(pcm, SAMPLE_RATE, threshold_db=-60.0) / SAMPLE_RATE
+
+    assert await onset_seconds(answer_start=True) <= 0.02
+    assert 0.04 <= await onset_seconds() <= 0.06  # the spacing of the comma's pause at a join
 
 
 async def test_hibari_ends_a_clause_with_a_commas_pause_and_a_sentence_with_a_sentences():
