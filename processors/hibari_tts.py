@@ -207,9 +207,12 @@ class HibariTTSService(TTSService):
         # before asking for the next sentence.
         loop = asyncio.get_running_loop()
         sentences = await loop.run_in_executor(_SYNTHESIS, self._voice.phonemize, text)
+        lead_in_s = self._leading_silence_s
+        if answer_start and lead_in_s is not None:
+            lead_in_s = min(lead_in_s, ANSWER_LEAD_IN_S)
         for i, phonemes in enumerate(sentences):
-            lead_in_s = ANSWER_LEAD_IN_S if answer_start and i == 0 else self._leading_silence_s
-            pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed, lead_in_s)
+            pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed,
+                                             lead_in_s if i == 0 else self._leading_silence_s)
             if i == len(sentences) - 1 and text.rstrip().endswith(_CLAUSE_ENDS):
                 pcm = _with_trailing_silence(pcm, CLAUSE_PAUSE_S)
             for start in range(0, len(pcm), frame_bytes):
@@ -219,11 +222,11 @@ class HibariTTSService(TTSService):
         # hibari opens every sentence with 0.2-0.35 s of silence: before a reply's first
         # sentence that is pure latency, and its trailing silence already spaces sentences.
         pcm = _to_pcm16(self._voice.from_phonemes(phonemes, speed))
-        if self._leading_silence_s is None or lead_in_s is None:
+        if lead_in_s is None:  # keep all of it
             return pcm
         onset = detect_speech_onset(
             pcm[:_ONSET_SEARCH_BYTES], SAMPLE_RATE, threshold_db=_ONSET_THRESHOLD_DB
         )
         if onset is None:
             return pcm
-        return pcm[max(0, onset - int(min(lead_in_s, self._leading_silence_s) * SAMPLE_RATE)) * 2 :]
+        return pcm[max(0, onset - int(lead_in_s * SAMPLE_RATE)) * 2 :]

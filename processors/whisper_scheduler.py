@@ -21,10 +21,9 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   certain days?" (-0.13) and "What's that race on the store?", which base hears as "Sunday" and
   "address". Brisk can turn it off (``BRISK_STT_REVIEW_UNRECOGNISED``): such a turn then ends
   ~0.65 s sooner on 2 cores, and those two questions get "I don't know" (README, Performance).
-  A transcript the business recognises beats one it does not; between two
-  it does not (or two it does), the one that heard more of the same number ("4572" over "452"),
-  else the surer, wins. A final the business recognises at once is never held up: the fast path
-  answers it;
+  A transcript the business recognises beats one it does not; between two it does not (or two
+  it does), the one that heard more of the same number ("4572" over "452"), else the surer,
+  wins. A final the business recognises at once is never held up: the fast path answers it;
 - the second opinion runs on a thread of its own, beside the first engine (each engine has its
   own queue and worker): on 2 cores a review waits behind no partial and no partial behind a
   review, and a caller's pause can be heard by both at once (processors/streaming_whisper.py);
@@ -120,7 +119,7 @@ class WhisperScheduler:
         self.second_opinion = second_opinion
         self.doubt_below = doubt_below
         self.recognised = recognised
-        self.review_unrecognised = review_unrecognised and recognised is not None
+        self.review_unrecognised = review_unrecognised
         self.review_max_s = review_max_s
         # One queue, running job and worker per engine (None: the main one).
         self._queues: dict[WhisperEngine | None, list[_Job]] = {None: [], second_opinion: []}
