@@ -154,7 +154,7 @@ class BriskConfig(BaseSettings):
     )
     stt_second_opinion_beam: int = Field(5, ge=1, description="Beam width of the second opinion.")
     stt_review_unrecognised: bool = Field(
-        True, description="Also give the second opinion a sure final no intent of the business file asks (off: ~0.5-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
+        True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
     )
     stt_review_early: bool = Field(
         True, description="Start that second opinion before the VAD stop, on the first partial whose words repeat or that ends in the caller's pause, so the final is ready at the turn end."

@@ -20,7 +20,7 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   ``recognise`` (no intent of its file asks it): tiny.en is sure of "Are you guys open on
   certain days?" (-0.13) and "What's that race on the store?", which base hears as "Sunday" and
   "address". Brisk can turn it off (``BRISK_STT_REVIEW_UNRECOGNISED``): such a turn then ends
-  ~0.65 s sooner on 2 cores, and those two questions get "I don't know" (README, Performance).
+  0.3-0.8 s sooner on 2 cores, and those two questions get "I don't know" (README, Performance).
   A transcript the business recognises beats one it does not; between two it does not (or two
   it does), the one that heard more of the same number ("4572" over "452"), else the surer,
   wins. A final the business recognises at once is never held up: the fast path answers it;
