@@ -364,6 +364,51 @@ async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
     assert scheduler.counts["reviewed"] == scheduler.counts["reviewed_early"] == 1
 
 
+async def test_a_pause_heard_while_a_partial_runs_is_heard_again_at_once_in_each_of_two_calls():
+    # The words change with every partial (nothing to review early); each partial takes 0.3 s and
+    # the next starts as it ends, so one is always running when the pause is heard.
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3)
+    unsure.delay_s = 0.3
+
+    async def call(speech_s: float):
+        stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+        frames = paced_frames(silence(0.5) + tone(speech_s) + silence(0.6), SAMPLE_RATE,
+                              events=vad_events(0.5, 0.5 + speech_s, stop_secs=0.3))
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return final
+
+    finals = await asyncio.gather(call(1.0), call(1.4))
+
+    assert len(second.calls) == 2 and scheduler.counts["reviewed"] == 2  # one hearing per call
+    for final, speech_s in zip(finals, (1.0, 1.4)):
+        [review] = [c for c in second.calls if round(c.audio_seconds * SAMPLE_RATE) == review_heard(final.text)]
+        # It heard all of the sound, as the pause was heard ...
+        to_speech_end = 0.5 + speech_s - (0.5 + START_SECS - PREROLL_S)
+        assert to_speech_end <= review.audio_seconds < to_speech_end + 0.3
+        # ... beside a partial of the audio before the pause, not after that partial.
+        assert any(c.started_at < review.started_at < c.ended_at and c.audio_seconds < to_speech_end + 0.2
+                   for c in unsure.calls)
+
+
+async def test_a_pause_the_caller_goes_on_from_is_not_the_final_s_review():
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3)
+    unsure.delay_s = 0.3
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+    # 0.3 s of quiet (a pause, heard at 1.7 s), then more words.
+    frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.3) + tone(0.5) + silence(0.5), SAMPLE_RATE,
+                          events=vad_events(0.5, 2.3, stop_secs=0.3))
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    dropped = [c for c in second.calls if c.cancelled]
+    assert dropped and all(c.audio_seconds < 1.0 + PREROLL_S + 0.3 for c in dropped)
+    # The final's review heard the words after the pause too.
+    assert review_heard(final.text) >= (2.3 - (0.5 + START_SECS - PREROLL_S)) * SAMPLE_RATE
+    assert scheduler.counts["reviewed"] == 1
+
+
 async def test_a_partial_running_at_the_vad_stop_does_not_hold_up_the_final_one_before_it_covered():
     fake = SlowWhisperEngine(delay_s=0.3)
     stt = fake_stt(fake, partial_interval_s=0.4)
