@@ -13,7 +13,8 @@ from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
 
 @dataclass
 class PartialTranscriptionFrame(InterimTranscriptionFrame):
-    """A transcript of the utterance so far, made while the user is still speaking.
+    """A transcript of the utterance so far, made while the user is still speaking, or, while
+    the utterance's final is being heard again, the words as first heard (a draft may start on it).
 
     Parameters:
         utterance_id: Which utterance (VAD start..stop) this transcript belongs to.

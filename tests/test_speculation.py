@@ -524,6 +524,25 @@ async def test_250ms_of_silence_after_a_partial_that_heard_it_starts_a_draft(hea
             assert rig.strategy.stats.drafts[0].trigger == "silence"
 
 
+async def test_words_pushed_while_their_final_is_reviewed_are_drafted_and_the_same_final_commits_the_draft():
+    server = ScriptedLLM(ttft_s=0.3, tokens_per_s=200, answer_for=answer_by_day)
+    async with scripted(server) as url, speculative_pipeline(url) as rig:
+        await rig.send(VADUserStartedSpeakingFrame(), *audio(0.5, loud=True), gap_s=0)
+        await rig.send(*audio(0.44, loud=False), VADUserStoppedSpeakingFrame(stop_secs=0.3), gap_s=0)
+        await rig.flush()
+        assert not rig.strategy.stats.drafts  # no partial had heard the pause
+        # The streaming STT's first words, heard up to the pause, while the second opinion listens.
+        await rig.send(partial("are you open on sundays", 0.7))
+        await until(lambda: server.requests and server.requests[0].completed, "the draft's answer")
+        await rig.send(final("Are you open on Sundays?"))
+        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the released answer")
+
+    [request] = server.requests  # the draft, committed: no second request after the turn end
+    assert request.last_user_text == "are you open on sundays"
+    assert rig.strategy.stats.drafts[0].trigger == "silence"
+    assert rig.recorder.text() == "Sorry, we are closed on Sunday."
+
+
 # --- prompt-prefix stability ---------------------------------------------------------------
 
 

@@ -312,6 +312,43 @@ async def test_without_early_review_a_doubted_final_is_heard_again_after_the_vad
     assert set(f.text for f in of_type(down, PartialTranscriptionFrame)) == {"Are you open on certain days?"}
 
 
+def after_the_vad_stop(down) -> list:
+    stop = next(i for i, f in enumerate(down) if isinstance(f, VADUserStoppedSpeakingFrame))
+    return down[stop + 1:]
+
+
+async def test_while_a_final_is_heard_again_its_first_words_go_on_as_a_partial_in_each_of_two_calls():
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: "Are you open on certain days?", review_delay_s=0.2)
+
+    async def call():
+        stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler, review_early=False)
+        frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+        frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+        down, _ = await run_test(stt, frames_to_send=frames)
+        return transcripts_in(after_the_vad_stop(down))
+
+    for after_stop in await asyncio.gather(call(), call()):
+        # The draft's words first, then the final as the second opinion heard it.
+        [partial, final] = after_stop
+        assert isinstance(partial, PartialTranscriptionFrame) and partial.text == "Are you open on certain days?"
+        assert isinstance(final, FinalTranscriptionFrame) and final.text.startswith("reviewed")
+    assert scheduler.counts["reviewed"] == 2
+
+
+async def test_a_final_that_is_not_heard_again_comes_with_no_partial_after_the_vad_stop():
+    sure = SlowWhisperEngine(delay_s=0.01, text_of=lambda n: "Are you open on Sundays?")
+    second = SlowWhisperEngine(delay_s=0.2)
+    stt = fake_stt(sure, partial_interval_s=0.02, scheduler=WhisperScheduler(sure, second_opinion=second),
+                   review_early=False)
+    frames = paced_frames(silence(1.7), SAMPLE_RATE, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+    frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    assert [type(f) for f in transcripts_in(after_the_vad_stop(down))] == [FinalTranscriptionFrame]
+    assert not second.calls
+
+
 def tone(seconds: float, amplitude: int = 4000) -> bytes:
     """A steady sound, as loud from its first frame to its last (speech, to the energy rule)."""
     t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
