@@ -46,6 +46,8 @@ class FinalTranscriptionFrame(TranscriptionFrame):
         audio_end_s: End of the transcribed audio, in input-stream seconds.
         reused_partial: True when a partial that already covered the end of speech was
             promoted to the final instead of transcribing the utterance again.
+        revised: True when a second hearing replaced the first transcript: the words first
+            heard (and any draft made on them) were judged wrong.
     """
 
     finalized: bool = True
@@ -53,6 +55,7 @@ class FinalTranscriptionFrame(TranscriptionFrame):
     audio_start_s: float = 0.0
     audio_end_s: float = 0.0
     reused_partial: bool = False
+    revised: bool = False
 
     def __str__(self):
         return (

@@ -470,6 +470,7 @@ class StreamingWhisperSTTService(STTService):
                 self.partial_stats.cancelled_jobs += 1
         end_sample = utterance.end_sample
         reused = self._covers(utterance.last_partial, speech_end)
+        revised = False
         try:
             if reused:
                 source = utterance.last_partial
@@ -486,13 +487,13 @@ class StreamingWhisperSTTService(STTService):
                     await self._push_partial(utterance, source)
                 reviewed = await self._reviewed(utterance, source.result)
                 if reviewed is not source.result:
-                    source, reused = _Partial(end_sample, reviewed, reviewed=True), False
+                    source, reused, revised = _Partial(end_sample, reviewed, reviewed=True), False, True
         except Exception as e:
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
             return
         finally:
             utterance.drop_hearing()
-        await self._push_final(utterance, source, reused=reused)
+        await self._push_final(utterance, source, reused=reused, revised=revised)
 
     def _review_done(self, utterance: _Utterance, heard: _Partial) -> bool:
         """Whether an early review of ``heard``'s words has already given its word."""
@@ -556,7 +557,7 @@ class StreamingWhisperSTTService(STTService):
     async def _settled(self, hearing: asyncio.Task, first: WhisperResult) -> WhisperResult:
         return self._scheduler.settle(first, await hearing, early=True)
 
-    async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool):
+    async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool, revised: bool = False):
         if reused:
             self.partial_stats.reused_finals += 1
         else:
@@ -578,5 +579,6 @@ class StreamingWhisperSTTService(STTService):
                 audio_start_s=utterance.seconds(utterance.start_sample),
                 audio_end_s=utterance.seconds(source.end_sample),
                 reused_partial=reused,
+                revised=revised,
             )
         )

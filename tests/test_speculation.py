@@ -543,6 +543,27 @@ async def test_words_pushed_while_their_final_is_reviewed_are_drafted_and_the_sa
     assert rig.recorder.text() == "Sorry, we are closed on Sunday."
 
 
+@pytest.mark.parametrize("revised, committed", [(False, True), (True, False)], ids=["first-words", "revised"])
+async def test_a_draft_on_words_the_second_opinion_revised_is_kept_only_for_the_very_same_words(revised, committed):
+    # 13 words: one changed word still scores 0.92, which keeps a draft on ordinary words.
+    heard = "hi there could you tell me if you are open on saturday this week"
+    said = "hi there could you tell me if you are open on sunday this week"
+    server = ScriptedLLM(ttft_s=0.1, tokens_per_s=200, answer_for=answer_by_day)
+    async with scripted(server) as url, speculative_pipeline(url) as rig:
+        await rig.send(VADUserStartedSpeakingFrame(), *audio(0.5, loud=True), gap_s=0)
+        await rig.send(*audio(0.44, loud=False), VADUserStoppedSpeakingFrame(stop_secs=0.3), gap_s=0)
+        await rig.send(partial(heard, 0.7))
+        await until(lambda: server.requests and server.requests[0].completed, "the draft's answer")
+        await rig.send(FinalTranscriptionFrame(text=said, user_id="", timestamp="", utterance_id=1, revised=revised))
+        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "an answer")
+        await until(lambda: len(server.requests) == 1 + (not committed), "the real request")
+
+    [draft] = rig.strategy.stats.drafts
+    assert draft.outcome == (DraftOutcome.COMMITTED if committed else DraftOutcome.CANCELLED)
+    assert rig.recorder.text().endswith("Saturday we open at ten in the morning." if committed
+                                        else "Sorry, we are closed on Sunday.")
+
+
 # --- prompt-prefix stability ---------------------------------------------------------------
 
 

@@ -332,6 +332,7 @@ async def test_while_a_final_is_heard_again_its_first_words_go_on_as_a_partial_i
         [partial, final] = after_stop
         assert isinstance(partial, PartialTranscriptionFrame) and partial.text == "Are you open on certain days?"
         assert isinstance(final, FinalTranscriptionFrame) and final.text.startswith("reviewed")
+        assert final.revised  # the words the draft was made on were replaced
     assert scheduler.counts["reviewed"] == 2
 
 
@@ -345,7 +346,8 @@ async def test_a_final_that_is_not_heard_again_comes_with_no_partial_after_the_v
 
     down, _ = await run_test(stt, frames_to_send=frames)
 
-    assert [type(f) for f in transcripts_in(after_the_vad_stop(down))] == [FinalTranscriptionFrame]
+    [final] = transcripts_in(after_the_vad_stop(down))
+    assert isinstance(final, FinalTranscriptionFrame) and not final.revised
     assert not second.calls
 
 

@@ -57,8 +57,9 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
     When the LLM withdraws a draft because it wants a tool, no further draft runs this turn:
     the real request runs the tool once the turn is confirmed.
 
-    At the end of the turn the draft is committed when :class:`SimilarityMatch` keeps it,
-    else cancelled and the real request runs. A turn that ends any other way (the stop
+    At the end of the turn the draft is committed when :class:`SimilarityMatch` keeps it (or,
+    when a final of the turn was ``revised`` by the STT's second hearing, only for the same
+    words), else cancelled and the real request runs. A turn that ends any other way (the stop
     watchdog, a new turn) withdraws it. Every decision is logged with both texts and score.
     """
 
@@ -88,6 +89,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         self._draft: Draft | None = None
         self._turn_open = False
         self._drafts_blocked = False
+        self._revised = False  # a final of this turn was revised by a second hearing
 
     @property
     def match_policy(self) -> SimilarityMatch:
@@ -117,6 +119,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
             # A final covers its utterance up to the VAD stop. (The adaptive base keeps the
             # turn's finals before the timeout base sees one: that may end the turn at once.)
             self._heard_until_s = self.silence.now_s
+            self._revised |= getattr(frame, "revised", False)
 
         result = await super().process_frame(frame)  # the base counts audio into self.silence
 
@@ -141,10 +144,14 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
 
         final = self._turn_text("")
         score = self._match_policy.score(draft.text, final)
-        if score >= self._match_policy.threshold:
+        # A final the second opinion revised says the first words were misheard: a draft on
+        # them is kept only for the very same words, never for "a small ASR wobble" in a long
+        # question, which may be the one word that changes the answer.
+        threshold = 1.0 if self._revised else self._match_policy.threshold
+        if score >= threshold:
             self.stats.resolve(draft, DraftOutcome.COMMITTED, compared_with=final, score=score)
             logger.info(
-                f"{self}: speculation committed (score {score:.3f} >= {self._match_policy.threshold}): "
+                f"{self}: speculation committed (score {score:.3f} >= {threshold}): "
                 f"draft [{draft.text}] final [{final}]"
             )
             # The UserStoppedSpeakingFrame this emits releases the held answer; the flag keeps
@@ -158,7 +165,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
             draft, DraftOutcome.CANCELLED, reason="mismatch", compared_with=final, score=score
         )
         logger.info(
-            f"{self}: speculation cancelled (score {score:.3f} < {self._match_policy.threshold}): "
+            f"{self}: speculation cancelled (score {score:.3f} < {threshold}): "
             f"draft [{draft.text}] final [{final}]"
         )
         await self.trigger_user_turn_speculation_cancelled()
@@ -222,3 +229,4 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         self._detector.reset()
         self._heard_until_s = None
         self._drafts_blocked = False
+        self._revised = False
