@@ -385,7 +385,11 @@ class StreamingWhisperSTTService(STTService):
                 await asyncio.wait({job, pause}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 pause.cancel()
-            if (not job.done() and utterance.paused and utterance.hearing is None
+            last = utterance.last_partial
+            # Only after finished words: a pause after "Where is my" is the caller thinking, and
+            # a hearing of it would only take a core from tiny.en's partials.
+            if (not job.done() and utterance.paused and utterance.hearing is None and last is not None
+                    and unfinished(last.result.transcript) is None
                     and self._review_early and self._may_doubt(utterance)):
                 utterance.hearing = self._hear_again(utterance, utterance.samples())
         await asyncio.wait({job})

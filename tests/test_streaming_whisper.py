@@ -430,6 +430,22 @@ async def test_a_pause_heard_while_a_partial_runs_is_heard_again_at_once_in_each
                    for c in unsure.calls)
 
 
+async def test_a_pause_after_unfinished_words_is_not_heard_again_while_a_partial_runs():
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"I'd like to order {n} of the", review_delay_s=0.3)
+    unsure.delay_s = 0.3
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+    frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.6), SAMPLE_RATE,
+                          events=vad_events(0.5, 1.5, stop_secs=0.3))
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    # "...order the" may go on: one review, of the whole utterance, after the VAD stop.
+    [review] = second.calls
+    assert review.audio_seconds >= 1.8 - (0.5 + START_SECS - PREROLL_S) - 0.02
+    assert review_heard(final.text) == round(review.audio_seconds * SAMPLE_RATE)
+
+
 async def test_a_pause_the_caller_goes_on_from_is_not_the_final_s_review():
     unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3)
     unsure.delay_s = 0.3
