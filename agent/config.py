@@ -153,7 +153,7 @@ class BriskConfig(BaseSettings):
         "base", description="Whisper model that hears a final again when the first was unsure (beam search); off = never."
     )
     stt_second_opinion_beam: int = Field(
-        2, ge=1, description="Beam width of the second opinion (2 was as right as 5 on the FAQ suite, and faster).")
+        5, ge=1, description="Beam width of the second opinion (2 is faster but heard 'Can I pay with cash?' wrong).")
     stt_review_unrecognised: bool = Field(
         True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
     )

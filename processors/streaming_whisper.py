@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 
 import numpy as np
 import soxr
@@ -54,96 +53,17 @@ from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.partial_stats import PartialJob, PartialStats
-from processors.speech_energy import PEAK_SHARE, energy, from_onset
+from processors.speech_energy import from_onset
 from processors.turns.comparison_form import comparison_form
 from processors.turns.turn_completeness import unfinished
-from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult, whisper_input
+from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult
 from processors.whisper_scheduler import WhisperScheduler
-
-
-@dataclass
-class _Partial:
-    end_sample: int
-    result: WhisperResult
-    reviewed: bool = False  # the second opinion's word on these words: not to be heard again
-    after_pause: bool = False  # its audio ended in the caller's pause (_PAUSE_S of quiet)
-
-
-@dataclass
-class _EarlyReview:
-    words: str  # the first transcript's words (comparison form) it is hearing again
-    task: asyncio.Task  # -> the transcript to keep (WhisperScheduler.review)
-    first: WhisperResult  # that first transcript: kept, if the review says so
-    hearing: asyncio.Task | None = None  # the second opinion's transcript it settles with, when begun at a pause
-
-    def result(self) -> WhisperResult | None:
-        done = self.task.done() and not self.task.cancelled() and self.task.exception() is None
-        return self.task.result() if done else None
+from processors.whisper_utterance import EarlyReview, Partial, Utterance
 
 
 # The preroll is cut to start this long before the first sound in it: a second of silence before
 # the words makes tiny.en mishear some ("What time..." as "Well time..." at 8 kHz).
 _LEAD_S = 0.3
-# Quiet this long after sound, the caller has stopped, for now: a partial runs at once instead of
-# at the next tick, and a doubted one with finished words is reviewed without waiting for a
-# repeat. At 0.12 s, over Opus, both tiny.en and base heard "Are you guys open on Sundays?" as
-# "...on certain days?" in 2 of 4 calls (too little silence after the last word); at 0.2 s in none.
-_PAUSE_S = 0.2
-
-
-class _Utterance:
-    """Audio of one VAD start..stop at the input rate, positioned on the input stream."""
-
-    def __init__(self, utterance_id: int, start_sample: int, preroll: bytes, sample_rate: int):
-        self.id = utterance_id
-        self.sample_rate = sample_rate
-        self.start_sample = start_sample
-        self.audio = bytearray(preroll)
-        self.ended = False
-        self.last_partial: _Partial | None = None
-        self.early: _EarlyReview | None = None
-        # The second opinion's hearing of a pause heard while a partial was running, for the
-        # pause's own partial (or the final) to settle with; dropped when the caller goes on.
-        self.hearing: asyncio.Task | None = None
-        self.job: asyncio.Task | None = None
-        self.job_end_sample = start_sample
-        self.loudest = 0.0  # RMS of its loudest frame so far
-        self.sound_end_sample = start_sample  # the end of its last frame of sound
-        self.pause_heard = asyncio.Event()  # set as a pause reaches _PAUSE_S; a partial clears it
-
-    def append(self, pcm: bytes):
-        """Add one frame of audio, noting whether it is sound or part of a pause."""
-        was_paused = self.paused
-        self.audio += pcm
-        level = energy(pcm)
-        self.loudest = max(self.loudest, level)
-        if level >= PEAK_SHARE * self.loudest:
-            self.sound_end_sample = self.end_sample
-            self.drop_hearing()  # of a pause the caller has ended
-        elif self.paused and not was_paused:
-            self.pause_heard.set()
-
-    def drop_hearing(self):
-        """Cancel a pause's hearing no partial took."""
-        if self.hearing is not None:
-            self.hearing.cancel()
-            self.hearing = None
-
-    @property
-    def paused(self) -> bool:
-        """Whether the audio so far ends in _PAUSE_S of quiet after sound."""
-        return self.loudest > 0 and self.seconds(self.end_sample - self.sound_end_sample) >= _PAUSE_S
-
-    @property
-    def end_sample(self) -> int:
-        return self.start_sample + len(self.audio) // 2
-
-    def seconds(self, sample: int) -> float:
-        return sample / self.sample_rate
-
-    def samples(self) -> np.ndarray:
-        """The audio so far as Whisper takes it."""
-        return whisper_input(np.frombuffer(self.audio, dtype=np.int16), self.sample_rate)
 
 
 class StreamingWhisperSTTService(STTService):
@@ -206,7 +126,7 @@ class StreamingWhisperSTTService(STTService):
         self._frame_rate = SAMPLE_RATE
         self._stream_samples = 0
         self._preroll = bytearray()
-        self._utterance: _Utterance | None = None
+        self._utterance: Utterance | None = None
         self._utterance_count = 0
         self._partial_loop_task: asyncio.Task | None = None
         self._final_task: asyncio.Task | None = None
@@ -280,7 +200,7 @@ class StreamingWhisperSTTService(STTService):
         rate = self._stream_rate or self._frame_rate
         kept = from_onset(bytes(self._preroll), rate, _LEAD_S) if preroll else b""
         start_sample = self._stream_samples - len(kept) // 2
-        utterance = _Utterance(self._utterance_count, start_sample, kept, rate)
+        utterance = Utterance(self._utterance_count, start_sample, kept, rate)
         self._utterance = utterance
         self._partial_loop_task = self.create_task(
             self._partial_loop(utterance), name=f"partials-{utterance.id}"
@@ -311,7 +231,7 @@ class StreamingWhisperSTTService(STTService):
             self._finalize(utterance, speech_end, self._final_task), name=f"final-{utterance.id}"
         )
 
-    def _covers(self, partial: _Partial | None, speech_end: int) -> bool:
+    def _covers(self, partial: Partial | None, speech_end: int) -> bool:
         if not self._reuse_covering_partial or partial is None:
             return False
         return partial.end_sample >= speech_end
@@ -332,7 +252,7 @@ class StreamingWhisperSTTService(STTService):
             self._utterance.drop_hearing()
         self._utterance = None
 
-    async def _partial_loop(self, utterance: _Utterance):
+    async def _partial_loop(self, utterance: Utterance):
         # The previous utterance's final must reach the pipeline before this one's partials.
         if self._final_task is not None:
             await asyncio.wait({self._final_task})
@@ -369,11 +289,11 @@ class StreamingWhisperSTTService(STTService):
             interval = self._partial_interval_s * (1 + self._scheduler.load)
             next_tick = max(started + interval, time.monotonic())
 
-    def _hear_again(self, utterance: _Utterance, audio: np.ndarray) -> asyncio.Task:
+    def _hear_again(self, utterance: Utterance, audio: np.ndarray) -> asyncio.Task:
         return self.create_task(self._scheduler.hear_again(audio, owner=self, early=True),
                                 name=f"hearing-{utterance.id}")
 
-    async def _wait_for_job(self, utterance: _Utterance):
+    async def _wait_for_job(self, utterance: Utterance):
         """Wait for the partial in flight. A pause heard meanwhile is heard by the second opinion
         at once: its engine is idle, and waiting for a partial of the audio before the pause
         (~0.26 s on 2 cores) would put the turn's end that much later."""
@@ -394,12 +314,12 @@ class StreamingWhisperSTTService(STTService):
                 utterance.hearing = self._hear_again(utterance, utterance.samples())
         await asyncio.wait({job})
 
-    def _may_doubt(self, utterance: _Utterance) -> bool:
+    def _may_doubt(self, utterance: Utterance) -> bool:
         """Whether the next partial is likely to need a review: the last one does, or there was none."""
         last = utterance.last_partial
         return self._scheduler.second_opinion is not None and (last is None or self._review_to_begin(utterance, last))
 
-    async def _run_partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
+    async def _run_partial(self, utterance: Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
                            hearing: asyncio.Task | None = None):
         """One partial; ``hearing``: the second opinion's of its audio, cancelled if not reviewed with."""
         try:
@@ -408,7 +328,7 @@ class StreamingWhisperSTTService(STTService):
             if hearing is not None and (utterance.early is None or utterance.early.hearing is not hearing):
                 hearing.cancel()
 
-    async def _partial(self, utterance: _Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
+    async def _partial(self, utterance: Utterance, audio: np.ndarray, end_sample: int, after_pause: bool,
                        hearing: asyncio.Task | None):
         started = time.monotonic()
         try:
@@ -430,7 +350,7 @@ class StreamingWhisperSTTService(STTService):
                 text=text,
             )
         )
-        partial = _Partial(end_sample, result, after_pause=after_pause)
+        partial = Partial(end_sample, result, after_pause=after_pause)
         if self._review_early:
             partial = self._heard_again(utterance, partial, utterance.last_partial, audio, hearing)
         utterance.last_partial = partial
@@ -438,7 +358,7 @@ class StreamingWhisperSTTService(STTService):
         if not utterance.ended:
             await self._push_partial(utterance, partial)
 
-    async def _push_partial(self, utterance: _Utterance, partial: _Partial):
+    async def _push_partial(self, utterance: Utterance, partial: Partial):
         if not partial.result.transcript:
             return
         await self.push_frame(
@@ -455,7 +375,7 @@ class StreamingWhisperSTTService(STTService):
         )
 
     async def _finalize(
-        self, utterance: _Utterance, speech_end: int, previous_final: asyncio.Task | None
+        self, utterance: Utterance, speech_end: int, previous_final: asyncio.Task | None
     ):
         if previous_final is not None:
             await asyncio.wait({previous_final})
@@ -482,7 +402,7 @@ class StreamingWhisperSTTService(STTService):
                 result = await self._scheduler.transcribe(utterance.samples(), owner=self, final=True)
                 if result is None:
                     return
-                source = _Partial(end_sample, result)
+                source = Partial(end_sample, result)
             if not source.reviewed and self._doubts(utterance, source):
                 if not self._review_done(utterance, source):
                     # The turn waits for the review (0.4-0.8 s of base on 2 cores): the words as
@@ -491,7 +411,7 @@ class StreamingWhisperSTTService(STTService):
                     await self._push_partial(utterance, source)
                 reviewed = await self._reviewed(utterance, source.result)
                 if reviewed is not source.result:
-                    source, reused, revised = _Partial(end_sample, reviewed, reviewed=True), False, True
+                    source, reused, revised = Partial(end_sample, reviewed, reviewed=True), False, True
         except Exception as e:
             await self.push_error(f"{self}: final transcription failed: {e}", exception=e)
             return
@@ -499,24 +419,24 @@ class StreamingWhisperSTTService(STTService):
             utterance.drop_hearing()
         await self._push_final(utterance, source, reused=reused, revised=revised)
 
-    def _review_done(self, utterance: _Utterance, heard: _Partial) -> bool:
+    def _review_done(self, utterance: Utterance, heard: Partial) -> bool:
         """Whether an early review of ``heard``'s words has already given its word."""
         early = utterance.early
         return (early is not None and early.words == comparison_form(heard.result.transcript)
                 and early.result() is not None)
 
-    def _review_to_begin(self, utterance: _Utterance, heard: _Partial) -> bool:
+    def _review_to_begin(self, utterance: Utterance, heard: Partial) -> bool:
         """Whether ``heard`` needs a review that has not begun."""
         early = utterance.early
         begun = early is not None and early.words == comparison_form(heard.result.transcript)
         return not heard.reviewed and not begun and self._doubts(utterance, heard)
 
-    def _doubts(self, utterance: _Utterance, heard: _Partial) -> bool:
+    def _doubts(self, utterance: Utterance, heard: Partial) -> bool:
         """Whether the scheduler's second opinion should hear these words, of this much audio."""
         seconds = (heard.end_sample - utterance.start_sample) / utterance.sample_rate
         return self._scheduler.doubts(heard.result, seconds)
 
-    async def _reviewed(self, utterance: _Utterance, first: WhisperResult) -> WhisperResult:
+    async def _reviewed(self, utterance: Utterance, first: WhisperResult) -> WhisperResult:
         """The second opinion's transcript to keep for ``first``: the early review's when it is
         of the same words, else a review of the whole utterance."""
         early = utterance.early
@@ -535,8 +455,8 @@ class StreamingWhisperSTTService(STTService):
         # Resampled only here: a final reused as is costs no second pass over its audio.
         return await self._scheduler.review(utterance.samples(), first, owner=self)
 
-    def _heard_again(self, utterance: _Utterance, partial: _Partial, before: _Partial | None,
-                     audio: np.ndarray, hearing: asyncio.Task | None = None) -> _Partial:
+    def _heard_again(self, utterance: Utterance, partial: Partial, before: Partial | None,
+                     audio: np.ndarray, hearing: asyncio.Task | None = None) -> Partial:
         """``partial`` as the early review heard its words; a review started when they repeat ``before``'s
         or end a pause (with ``hearing``, the second opinion's of its audio, when one is under way)."""
         words = comparison_form(partial.result.transcript)
@@ -545,7 +465,7 @@ class StreamingWhisperSTTService(STTService):
             kept = early.result()
             if kept is None:
                 return partial
-            return _Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
+            return Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
         stable = before is not None and comparison_form(before.result.transcript) == words
         paused = partial.after_pause and unfinished(partial.result.transcript) is None
         if not words or not (stable or paused) or not self._doubts(utterance, partial):
@@ -555,13 +475,13 @@ class StreamingWhisperSTTService(STTService):
         first = partial.result
         review = self._settled(hearing, first) if hearing else self._scheduler.review(audio, first, owner=self, early=True)
         task = self.create_task(review, name=f"early-review-{utterance.id}")
-        utterance.early = _EarlyReview(words, task, first, hearing)
+        utterance.early = EarlyReview(words, task, first, hearing)
         return partial
 
     async def _settled(self, hearing: asyncio.Task, first: WhisperResult) -> WhisperResult:
         return self._scheduler.settle(first, await hearing, early=True)
 
-    async def _push_final(self, utterance: _Utterance, source: _Partial, *, reused: bool, revised: bool = False):
+    async def _push_final(self, utterance: Utterance, source: Partial, *, reused: bool, revised: bool = False):
         if reused:
             self.partial_stats.reused_finals += 1
         else:

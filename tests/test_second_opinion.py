@@ -70,7 +70,7 @@ async def test_a_sure_mishearing_the_business_does_not_recognise_is_heard_again_
     assert scheduler.doubts(first)  # no intent of the shop asks about "certain days"
 
     reviewed = await scheduler.review(audio, first, owner=object())
-    assert "sunday" in reviewed.transcript.lower()  # base (the default beam); the hours intent recognises it
+    assert "sunday" in reviewed.transcript.lower()  # base, beam 5; the hours intent recognises it
 
 
 async def test_a_question_no_intent_covers_keeps_the_surer_of_the_two_transcripts(scheduler):
