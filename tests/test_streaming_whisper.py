@@ -234,9 +234,10 @@ async def test_a_covering_partial_whisper_was_unsure_of_is_heard_again_before_it
     assert len(second.calls) == 1 and len(unsure.calls) == len(stt.partial_stats.jobs)
 
 
-def doubted_and_reviewed(said, review_delay_s=0.01):
-    """A scheduler whose first Whisper is unsure of ``said(samples)`` and whose second opinion is sure."""
-    unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9, text_of=said)
+def doubted_and_reviewed(said, review_delay_s=0.01, delay_s=0.01):
+    """A scheduler whose first Whisper is unsure of ``said(samples)`` and whose second opinion is
+    sure; each takes its delay per call."""
+    unsure = SlowWhisperEngine(delay_s=delay_s, avg_logprob=-0.9, text_of=said)
     second = SlowWhisperEngine(delay_s=review_delay_s, avg_logprob=-0.2, text_of=lambda n: f"reviewed {n}")
     return unsure, second, WhisperScheduler(unsure, second_opinion=second)
 
@@ -386,8 +387,7 @@ async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
     speech_end = round((1.5 - (0.5 + START_SECS - PREROLL_S)) * SAMPLE_RATE)
     # The words change with every partial while the caller speaks (no repeat to review early).
     unsure, second, scheduler = doubted_and_reviewed(
-        lambda n: "Are you open on Sundays?" if n >= speech_end else f"Are you {n}", review_delay_s=0.1)
-    unsure.delay_s = 0.1
+        lambda n: "Are you open on Sundays?" if n >= speech_end else f"Are you {n}", review_delay_s=0.1, delay_s=0.1)
     stt = fake_stt(unsure, partial_interval_s=0.3, scheduler=scheduler)
     frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.5), SAMPLE_RATE,
                           events=vad_events(0.5, 1.5, stop_secs=0.3))
@@ -406,8 +406,7 @@ async def test_a_pause_after_doubted_words_is_heard_by_both_whispers_at_once():
 async def test_a_pause_heard_while_a_partial_runs_is_heard_again_at_once_in_each_of_two_calls():
     # The words change with every partial (nothing to review early); each partial takes 0.3 s and
     # the next starts as it ends, so one is always running when the pause is heard.
-    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3)
-    unsure.delay_s = 0.3
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3, delay_s=0.3)
 
     async def call(speech_s: float):
         stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
@@ -431,8 +430,7 @@ async def test_a_pause_heard_while_a_partial_runs_is_heard_again_at_once_in_each
 
 
 async def test_a_pause_after_unfinished_words_is_not_heard_again_while_a_partial_runs():
-    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"I'd like to order {n} of the", review_delay_s=0.3)
-    unsure.delay_s = 0.3
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"I'd like to order {n} of the", review_delay_s=0.3, delay_s=0.3)
     stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
     frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.6), SAMPLE_RATE,
                           events=vad_events(0.5, 1.5, stop_secs=0.3))
@@ -447,8 +445,7 @@ async def test_a_pause_after_unfinished_words_is_not_heard_again_while_a_partial
 
 
 async def test_a_pause_the_caller_goes_on_from_is_not_the_final_s_review():
-    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3)
-    unsure.delay_s = 0.3
+    unsure, second, scheduler = doubted_and_reviewed(lambda n: f"Are you {n}", review_delay_s=0.3, delay_s=0.3)
     stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
     # 0.3 s of quiet (a pause, heard at 1.7 s), then more words.
     frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.3) + tone(0.5) + silence(0.5), SAMPLE_RATE,
