@@ -10,7 +10,9 @@ arrives: a stream resampler held back 65 ms of it at the median, 111 ms at most
 Emits ``PartialTranscriptionFrame`` every ``partial_interval_s`` while the user speaks (at most
 one transcription in flight, always of the newest audio of the current utterance only), and one
 ``FinalTranscriptionFrame`` (``finalized=True``) per utterance after the VAD stop: a partial that
-already covered the end of speech is promoted as is, otherwise the utterance is transcribed once.
+already covered the end of speech (or heard every sound, the rest being quiet) is promoted as is,
+otherwise the utterance is transcribed once. A pause after finished words gets one partial, then
+none until sound comes again: quiet adds no words, and the cores are wanted at the turn's end.
 No partial follows the VAD stop, except one: while a final waits for its review (below), its
 words as first heard, so the turn strategy drafts an answer on them meanwhile.
 
@@ -19,7 +21,8 @@ A final the scheduler ``doubts`` is heard again by its second opinion before it 
 whose audio ends in the caller's pause after finished words (a pause brings that partial
 forward, and the second opinion hears the pause at once, beside it: when a partial of the audio
 before the pause is still running, the hearing does not wait for it, and the pause's partial,
-or the final if the VAD stop comes first, settles with it), not after the VAD stop; no partial
+or the final if the VAD stop comes first, settles with it; so does a repeat that partial
+makes, and a review of words since gone on from stops for it), not after the VAD stop; no partial
 after one that covers the speech end holds up the final. Later partials and the final with the
 same words are reported as the review heard them, so the final is ready when the turn ends and
 a draft made on the partials is made on the reviewed words. Words that change start it again.
@@ -30,6 +33,7 @@ Measures: pipecat STT TTFB (speech end -> final transcript, the ``STTService`` w
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator
 
@@ -222,7 +226,7 @@ class StreamingWhisperSTTService(STTService):
             self._stream_samples - round(stop_secs * utterance.sample_rate),
         )
         last = utterance.last_partial
-        if (utterance.job is None and self._covers(last, speech_end)
+        if (utterance.job is None and self._covers(utterance, last, speech_end)
                 and (last.reviewed or not self._doubts(utterance, last))):
             utterance.drop_hearing()
             await self._push_final(utterance, utterance.last_partial, reused=True)
@@ -231,10 +235,11 @@ class StreamingWhisperSTTService(STTService):
             self._finalize(utterance, speech_end, self._final_task), name=f"final-{utterance.id}"
         )
 
-    def _covers(self, partial: Partial | None, speech_end: int) -> bool:
+    def _covers(self, utterance: Utterance, partial: Partial | None, speech_end: int) -> bool:
+        """Whether ``partial`` heard all the speech: to the VAD's end of it, or every sound (``heard_all``)."""
         if not self._reuse_covering_partial or partial is None:
             return False
-        return partial.end_sample >= speech_end
+        return partial.end_sample >= speech_end or utterance.heard_all(partial)
 
     async def _stop_partials(self):
         if self._partial_loop_task is not None:
@@ -263,7 +268,7 @@ class StreamingWhisperSTTService(STTService):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(utterance.pause_heard.wait(), wait)
             utterance.pause_heard.clear()
-            if utterance.end_sample == utterance.job_end_sample:
+            if utterance.end_sample == utterance.job_end_sample or utterance.nothing_new():
                 next_tick += self._partial_interval_s
                 continue
             started = time.monotonic()
@@ -290,6 +295,10 @@ class StreamingWhisperSTTService(STTService):
             next_tick = max(started + interval, time.monotonic())
 
     def _hear_again(self, utterance: Utterance, audio: np.ndarray) -> asyncio.Task:
+        """The second opinion's hearing of a pause; a review of words since gone on from stops for it."""
+        if utterance.early is not None:
+            utterance.early.task.cancel()
+            utterance.early = None
         return self.create_task(self._scheduler.hear_again(audio, owner=self, early=True),
                                 name=f"hearing-{utterance.id}")
 
@@ -384,7 +393,7 @@ class StreamingWhisperSTTService(STTService):
             # One that covers the speech end, unless the last partial already did and needs no
             # review not yet begun: the job only adds silence to it (its own review may be under way).
             if (self._reuse_covering_partial and utterance.job_end_sample >= speech_end
-                    and not (self._covers(utterance.last_partial, speech_end)
+                    and not (self._covers(utterance, utterance.last_partial, speech_end)
                              and not self._review_to_begin(utterance, utterance.last_partial))):
                 await asyncio.wait({job})
             else:
@@ -393,7 +402,7 @@ class StreamingWhisperSTTService(STTService):
                 await self.cancel_task(job)
                 self.partial_stats.cancelled_jobs += 1
         end_sample = utterance.end_sample
-        reused = self._covers(utterance.last_partial, speech_end)
+        reused = self._covers(utterance, utterance.last_partial, speech_end)
         revised = False
         try:
             if reused:
@@ -465,13 +474,16 @@ class StreamingWhisperSTTService(STTService):
             kept = early.result()
             if kept is None:
                 return partial
-            return Partial(partial.end_sample, partial.result if kept is early.first else kept, reviewed=True)
+            return dataclasses.replace(partial, result=partial.result if kept is early.first else kept, reviewed=True)
         stable = before is not None and comparison_form(before.result.transcript) == words
         paused = partial.after_pause and unfinished(partial.result.transcript) is None
         if not words or not (stable or paused) or not self._doubts(utterance, partial):
             return partial
         if early is not None:
             early.task.cancel()  # of words the caller has since gone on from
+        if hearing is None and utterance.hearing is not None:
+            # A pause heard while this partial ran: since then the second opinion hears these words.
+            hearing, utterance.hearing = utterance.hearing, None
         first = partial.result
         review = self._settled(hearing, first) if hearing else self._scheduler.review(audio, first, owner=self, early=True)
         task = self.create_task(review, name=f"early-review-{utterance.id}")

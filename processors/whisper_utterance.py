@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from processors.speech_energy import PEAK_SHARE, energy
+from processors.turns.turn_completeness import unfinished
 from processors.whisper_engine import WhisperResult, whisper_input
 
 
@@ -80,6 +81,17 @@ class Utterance:
             self.drop_hearing()  # of a pause the caller has ended
         elif self.paused and not was_paused:
             self.pause_heard.set()
+
+    def heard_all(self, partial: Partial | None) -> bool:
+        """Whether ``partial`` heard every sound so far: its audio ended in a pause and none came
+        since (the VAD's stop, ~0.1 s after the energy's pause, may place the speech's end later)."""
+        return partial is not None and partial.after_pause and self.sound_end_sample <= partial.end_sample
+
+    def nothing_new(self) -> bool:
+        """Whether a partial now would only hear more of a pause after finished words: the last
+        one heard them all, and the cores are wanted by the second opinion, the LLM and the voice."""
+        last = self.last_partial
+        return self.heard_all(last) and unfinished(last.result.transcript) is None
 
     def drop_hearing(self):
         """Cancel a pause's hearing no partial took."""

@@ -27,6 +27,7 @@ from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFr
 from processors.streaming_whisper import StreamingWhisperSTTService
 from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
 from processors.whisper_scheduler import WhisperScheduler
+from processors.whisper_utterance import PAUSE_S
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import normalize_text, paced_frames, synthesize_speech
 
@@ -459,6 +460,81 @@ async def test_a_pause_the_caller_goes_on_from_is_not_the_final_s_review():
     # The final's review heard the words after the pause too.
     assert review_heard(final.text) >= (2.3 - (0.5 + START_SECS - PREROLL_S)) * SAMPLE_RATE
     assert scheduler.counts["reviewed"] == 1
+
+
+async def test_no_partial_hears_more_of_a_pause_after_finished_words_in_each_of_two_calls():
+    # What each call has said is told apart by its length.
+    sure = SlowWhisperEngine(delay_s=0.05, text_of=lambda n: "Are you open on Sundays?" if n < 28000 else "I'd like to order the")
+    scheduler = WhisperScheduler(sure)
+
+    async def call(speech_s: float):
+        stt = fake_stt(sure, partial_interval_s=0.02, scheduler=scheduler)
+        speech_end = 0.5 + speech_s
+        # The VAD stops late and puts the speech's end late too, as when it hears a soft tail
+        # the energy rule counts as quiet.
+        frames = paced_frames(silence(0.5) + tone(speech_s) + silence(0.9), SAMPLE_RATE,
+                              events=vad_events(0.5, speech_end + 0.75, stop_secs=0.05))
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        in_the_pause = [j for j in stt.partial_stats.jobs if j.audio_end_s >= speech_end + PAUSE_S - 0.01]
+        return final, stt.partial_stats, in_the_pause
+
+    (finished, stats, in_the_pause), (unfinished, _, in_the_pause_b) = await asyncio.gather(call(1.0), call(1.8))
+
+    # Finished words: the pause's own partial, then none; it heard every sound, so it is the final.
+    assert len(in_the_pause) == 1
+    assert finished.text == "Are you open on Sundays?" and finished.reused_partial
+    assert stats.transcribed_finals == 0
+    # "...order the" may go on: partials keep listening.
+    assert unfinished.text == "I'd like to order the" and len(in_the_pause_b) > 2
+
+
+async def test_words_the_partial_running_at_a_pause_repeats_are_reviewed_by_the_pause_s_hearing_in_each_of_two_calls():
+    # Both calls say the same; the words are whole from 1.2 s of the clip (16000 samples after
+    # the utterance's start), and each partial takes 0.15 s of the one Whisper both calls share.
+    unsure, second, scheduler = doubted_and_reviewed(
+        lambda n: "Are you open on Sundays?" if n >= 16000 else f"Are you {n}", review_delay_s=0.15, delay_s=0.15)
+
+    async def call():
+        stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+        frames = paced_frames(silence(0.5) + tone(1.0) + silence(0.6), SAMPLE_RATE,
+                              events=vad_events(0.5, 1.5, stop_secs=0.3))
+        down, _ = await run_test(stt, frames_to_send=frames)
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return final
+
+    finals = await asyncio.gather(call(), call())
+
+    # One hearing per call, begun at the pause, settled with the words it repeats.
+    assert len(second.calls) == 2 and not any(c.cancelled for c in second.calls)
+    to_speech_end = 1.5 - (0.5 + START_SECS - PREROLL_S)
+    assert all(to_speech_end + PAUSE_S - 0.01 <= c.audio_seconds for c in second.calls)
+    assert {review_heard(f.text) for f in finals} == {round(c.audio_seconds * SAMPLE_RATE) for c in second.calls}
+    assert scheduler.counts["reviewed"] == scheduler.counts["reviewed_early"] == 2
+
+
+async def test_a_pause_s_hearing_stops_an_early_review_of_words_the_caller_has_gone_on_from():
+    # Partials take 0.4 s. "I would like" is said from 0.9 s of the clip to 1.6 s (two partials
+    # repeat it: an early review of it begins), then the words change with every partial; the
+    # pause after them is heard while a partial runs, and its hearing begins as that one ends.
+    unsure, second, scheduler = doubted_and_reviewed(
+        lambda n: f"Are you {n}" if n < 11200 else "I would like" if n < 22400 else f"I would like two {n}",
+        review_delay_s=1.5, delay_s=0.4)
+    stt = fake_stt(unsure, partial_interval_s=0.02, scheduler=scheduler)
+    frames = paced_frames(silence(0.5) + tone(1.4) + silence(1.1), SAMPLE_RATE,
+                          events=vad_events(0.5, 1.9, stop_secs=1.0))
+    frames += [SleepFrame(sleep=1.8)]
+
+    down, _ = await run_test(stt, frames_to_send=frames)
+
+    [final] = of_type(down, FinalTranscriptionFrame)
+    [stale, hearing] = second.calls
+    assert stale.cancelled and stale.audio_seconds < 22400 / SAMPLE_RATE
+    # The hearing began beside the pause's partial, not after it (when that partial's words
+    # would have stopped the stale review).
+    [at_the_pause] = [c for c in unsure.calls if c.audio_seconds == hearing.audio_seconds]
+    assert hearing.started_at < at_the_pause.ended_at - 0.2
+    assert review_heard(final.text) == round(hearing.audio_seconds * SAMPLE_RATE)
 
 
 async def test_a_partial_running_at_the_vad_stop_does_not_hold_up_the_final_one_before_it_covered():
