@@ -278,6 +278,9 @@ class BriskConfig(BaseSettings):
         "auto", description="Voice: auto = cartesia if cartesia_api_key is set, else hibari."
     )
     espeak_voice: str = Field("en-us", description="espeak-ng voice for tts=espeak.")
+    tts_phrase_cache_mb: float = Field(
+        16.0, ge=0, description="hibari: speech kept for texts said again (fixed answers, the greeting), shared by every call, in MiB (0 = off)."
+    )
     cartesia_api_key: str | None = Field(None, description="Cartesia API key; setting it switches TTS to Cartesia.")
     cartesia_voice_id: str = Field(
         "71a7ad14-091c-4e8e-a314-022ece01c121", description="Cartesia voice id."

@@ -122,6 +122,7 @@ class Resources:
     whisper_engine: object | None = None  # processors.whisper_engine.WhisperEngine
     whisper_scheduler: object | None = None  # processors.whisper_scheduler.WhisperScheduler, shared by every call
     hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
+    phrase_cache: object | None = None  # processors.phrase_cache.PhraseCache for that voice (brisk calls only)
     store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
@@ -140,6 +141,7 @@ class Call:
     processors: list  # in pipeline order, for inspection
     speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
     speculative_audio: SpeculativeAudioCache | None = None  # held drafts' prefetched first chunks
+    phrases: object | None = None  # processors.phrase_cache.PhraseStats: texts spoken from the phrase cache
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
     fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
     control: CallControl | None = None  # what the conversation may do to the call (hand over, hang up)
@@ -294,7 +296,10 @@ def make_tts(
     if engine == "hibari":
         from processors.hibari_tts import HibariTTSService
 
-        return HibariTTSService(voice=resources.hibari_voice, speculative_audio=speculative_audio)
+        # Stock pipecat has no such cache: the A/B's stock sides synthesise every text.
+        phrases = resources.phrase_cache if flavor == "brisk" else None
+        return HibariTTSService(voice=resources.hibari_voice, speculative_audio=speculative_audio,
+                                phrase_cache=phrases)
     if engine == "espeak":
         from processors.espeak_tts import EspeakTTSService, EspeakTTSSettings
 
@@ -431,7 +436,7 @@ def build_call(
         *([filler] if filler else []),
         *([barge_in.tagger()] if barge_in else []),  # right after the LLM, in its push order
         *make_chunker(config, flavor),
-        make_tts(resources, flavor, speculative_audio),
+        tts := make_tts(resources, flavor, speculative_audio),
         *([barge_in.gate()] if barge_in else []),
         transport.output(),
         *([barge_in.playback(aggregators.assistant())] if barge_in else []),
@@ -472,6 +477,7 @@ def build_call(
         processors=processors,
         speculation=speculation,
         speculative_audio=speculative_audio,
+        phrases=getattr(tts, "phrase_stats", None),
         barge_in=barge_in,
         fast_path=fast_path,
         control=control,

@@ -99,6 +99,7 @@ class Runtime:
                                                review_unrecognised=config.stt_review_unrecognised,
                                                review_max_s=config.stt_review_max_secs),
             hibari_voice=hibari_voice,
+            phrase_cache=self._phrase_cache(hibari_voice),
             llm_client=make_openai_client(
                 base_url=base_url,
                 api_key=api_key,
@@ -187,6 +188,13 @@ class Runtime:
         from processors.hibari_tts import load_voice
 
         return load_voice()
+
+    def _phrase_cache(self, hibari_voice):
+        if hibari_voice is None or not self.config.tts_phrase_cache_mb:
+            return None
+        from processors.phrase_cache import PhraseCache
+
+        return PhraseCache(max_bytes=round(self.config.tts_phrase_cache_mb * 2**20))
 
     async def stop(self) -> None:
         if self.llm_server:

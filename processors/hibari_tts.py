@@ -9,7 +9,9 @@ Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
 
 With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthesises a held
 speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
-asks for the same text.
+asks for the same text. With a ``PhraseCache`` (processors/phrase_cache.py), a text said before
+in the same voice and pace is spoken from the audio made then; ``phrase_stats`` counts the call's
+hits and misses.
 """
 
 import asyncio
@@ -30,6 +32,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
 
+from processors.phrase_cache import PhraseCache, PhraseStats
 from processors.speculative_tts import SpeculativeAudioCache, spoken_pcm
 
 DEFAULT_VOICE = "heart"
@@ -124,6 +127,7 @@ class HibariTTSService(TTSService):
         leading_silence_s: float | None = 0.05,
         settings: Settings | None = None,
         speculative_audio: SpeculativeAudioCache | None = None,
+        phrase_cache: PhraseCache | None = None,
         **kwargs,
     ):
         """Create the service.
@@ -135,6 +139,8 @@ class HibariTTSService(TTSService):
             settings: Voice name and speed (defaults: "heart", 1.0).
             speculative_audio: The call's cache of a held draft's first chunk, shared with the
                 LLM service; this service synthesises into it and speaks from it.
+            phrase_cache: Speech synthesised before, shared by every call's voice: a text said
+                again (a fixed answer, the greeting) is spoken from it; None synthesises every time.
             **kwargs: Passed to `TTSService`. `sample_rate` defaults to hibari's 24 kHz, so the
                 output transport resamples if it runs at another rate.
         """
@@ -157,6 +163,8 @@ class HibariTTSService(TTSService):
         self._leading_silence_s = leading_silence_s
         self._speculative_audio = speculative_audio
         self._answer_context: str | None = None  # the context of the answer being spoken
+        self._phrases = phrase_cache
+        self.phrase_stats = PhraseStats()
         if speculative_audio is not None:
             speculative_audio.bind(self._prefetch_pcm)
 
@@ -200,8 +208,22 @@ class HibariTTSService(TTSService):
         return [chunk async for chunk in self._pcm_chunks(text, answer_start=True)]
 
     async def _pcm_chunks(self, text: str, *, answer_start: bool = False) -> AsyncIterator[bytes]:
-        speed = assert_given(self._settings.speed)
         frame_bytes = int(SAMPLE_RATE * FRAME_SECONDS) * 2
+        async for pcm in self._sentences_pcm(text, answer_start):
+            for start in range(0, len(pcm), frame_bytes):
+                yield pcm[start : start + frame_bytes]
+
+    async def _sentences_pcm(self, text: str, answer_start: bool) -> AsyncIterator[bytes]:
+        """Each sentence's PCM: from the phrase cache, or synthesised (and kept there when whole)."""
+        speed = assert_given(self._settings.speed)
+        key = (self._voice, speed, self._leading_silence_s, answer_start, " ".join(text.split()))
+        kept = self._phrases.get(key) if self._phrases is not None else None
+        if kept is not None:
+            self.phrase_stats.hits += 1
+            for pcm in kept:
+                yield pcm
+            return
+        self.phrase_stats.misses += 1
         # One sentence (hibari splits overlong ones at clauses) per thread hop: audio of the
         # first goes out while the next is synthesised, and a cancelled call stops here,
         # before asking for the next sentence.
@@ -210,13 +232,16 @@ class HibariTTSService(TTSService):
         lead_in_s = self._leading_silence_s
         if answer_start and lead_in_s is not None:
             lead_in_s = min(lead_in_s, ANSWER_LEAD_IN_S)
+        said = []
         for i, phonemes in enumerate(sentences):
             pcm = await loop.run_in_executor(_SYNTHESIS, self._synthesise, phonemes, speed,
                                              lead_in_s if i == 0 else self._leading_silence_s)
             if i == len(sentences) - 1 and text.rstrip().endswith(_CLAUSE_ENDS):
                 pcm = _with_trailing_silence(pcm, CLAUSE_PAUSE_S)
-            for start in range(0, len(pcm), frame_bytes):
-                yield pcm[start : start + frame_bytes]
+            said.append(pcm)
+            yield pcm
+        if self._phrases is not None:
+            self._phrases.put(key, said)
 
     def _synthesise(self, phonemes: str, speed: float, lead_in_s: float | None) -> bytes:
         # hibari opens every sentence with 0.2-0.35 s of silence: before a reply's first
