@@ -190,6 +190,24 @@ def test_speculation_is_reported_over_the_llms_turns_with_its_hits_apart():
     assert "hits_v2v_ms" not in summarize_side([turn(600.0, fast_path="hours")])
 
 
+def test_the_fast_paths_hits_are_its_turns_whose_held_answer_was_kept():
+    def turn(first_audio_out, *, committed):
+        stages = {s: None for s in WAYPOINTS} | {"turn_end": 500.0, "first_audio_out": first_audio_out}
+        return {
+            "answered": True, "outcome": "answered", "cut": False, "wer": 0.0, "pipeline_turns": 1,
+            "v2v_ms": first_audio_out + 150.0, "stages_ms": stages, "cpu_s": {"agent": 1.0, "llm_server": None},
+            "llm": {}, "fast_path": "unknown", "speculative": False,
+            "speculation": merge_reports([]) | {"drafts_started": 1, "committed": committed,
+                                                "cancelled": 1 - committed, "superseded": 0, "time_saved_ms": []},
+        }
+
+    side = summarize_side([turn(560.0, committed=1), turn(580.0, committed=1), turn(800.0, committed=0)])
+    assert side["fast_path_hits_turn_end_to_audio_ms"]["n"] == 2
+    assert side["fast_path_hits_turn_end_to_audio_ms"]["p50"] == 70.0
+    assert "hits_v2v_ms" not in side  # no LLM turn
+    assert "fast_path_hits_turn_end_to_audio_ms" not in summarize_side([turn(800.0, committed=0)])
+
+
 def counted_turn(**counters) -> dict:
     """One answered bench turn carrying per-call counters (``tts_prefetch=...``)."""
     return {

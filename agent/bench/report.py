@@ -57,8 +57,10 @@ def summarize_side(turns: list[dict]) -> dict:
         },
         "speculation": merge_reports(speculation) if speculation else None,
         "tts_prefetch": _counted([t.get("tts_prefetch") for t in turns]),
+        "tts_phrase_cache": _counted([t.get("tts_phrase_cache") for t in turns]),
         "facts_prefill": _counted([t.get("facts_prefill") for t in turns]),
         **_hits(turns),
+        **_fast_path_hits(turns),
         "llm_totals": {
             k: (None if any(t["llm"].get(k) is None for t in turns) else sum(t["llm"][k] for t in turns))
             for k in llm_keys
@@ -82,17 +84,26 @@ def _hits(turns: list[dict]) -> dict:
     hits = [t for t in llm if t.get("speculative")]
     at_end = [t for t in llm if t.get("speculation") and (t["speculation"]["committed"] or t["speculation"]["cancelled"])]
 
-    def after_turn_end(t):
-        stages = t["stages_ms"]
-        if stages.get("first_audio_out") is None or stages.get("turn_end") is None:
-            return None
-        return round(stages["first_audio_out"] - stages["turn_end"], 1)
-
     return {
         "draft_at_turn_end": round(len(at_end) / len(llm), 3) if llm else None,
         "hits_v2v_ms": percentiles([t["v2v_ms"] for t in hits]),
         "hits_turn_end_to_audio_ms": percentiles([after_turn_end(t) for t in hits]),
     }
+
+
+def _fast_path_hits(turns: list[dict]) -> dict:
+    """Turn end -> first audio out on the fast path's hits: the turns it answered whose held answer
+    the turn's end kept (its first words prefetched on the draft). Apart from the LLM's hits."""
+    hits = [t for t in turns if t["answered"] and t.get("fast_path") and (t.get("speculation") or {}).get("committed")]
+    return {"fast_path_hits_turn_end_to_audio_ms": percentiles([after_turn_end(t) for t in hits])} if hits else {}
+
+
+def after_turn_end(turn: dict) -> float | None:
+    """A turn's time from its end to its first audio out of the server, in ms."""
+    stages = turn["stages_ms"]
+    if stages.get("first_audio_out") is None or stages.get("turn_end") is None:
+        return None
+    return round(stages["first_audio_out"] - stages["turn_end"], 1)
 
 
 def v2v_ratios(turns: list[dict], baseline: str = "stock") -> dict:
@@ -188,6 +199,10 @@ def format_table(result: dict) -> str:
                 f"{name} first chunks prefetched: {prefetch.get('started', 0)}, spoken from the prefetch "
                 f"{prefetch.get('used', 0)}, discarded {prefetch.get('discarded', 0)}, missed {prefetch.get('missed', 0)}"
             )
+        phrases = side.get("tts_phrase_cache")
+        if phrases:
+            lines.append(f"{name} texts spoken from the phrase cache: {phrases.get('hits', 0)}, "
+                         f"synthesised {phrases.get('misses', 0)}")
         prefill = side.get("facts_prefill")
         if prefill:
             lines.append(
@@ -202,6 +217,10 @@ def format_table(result: dict) -> str:
                 f"v2v P50/P95 {fmt(hits['p50'])}/{fmt(hits['p95'])} ms, turn end -> first audio out "
                 f"{fmt(after['p50'])}/{fmt(after['p95'])} ms"
             )
+        fast = side.get("fast_path_hits_turn_end_to_audio_ms")
+        if fast:
+            lines.append(f"{name} fast path's hits (n={fast['n']}): turn end -> first audio out "
+                         f"P50/P95 {fmt(fast['p50'])}/{fmt(fast['p95'])} ms")
     if config.get("llm_tokens_source") is None:
         lines.append("LLM tokens: ? = unknown (the LLM server reported no usage and has no /metrics)")
     if brisk.get("barge_in"):
