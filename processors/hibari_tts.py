@@ -11,7 +11,7 @@ With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthes
 speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
 asks for the same text. With a ``PhraseCache`` (processors/phrase_cache.py), a text said before
 in the same voice and pace is spoken from the audio made then; ``phrase_stats`` counts the call's
-hits and misses.
+hits and misses (None without a cache).
 """
 
 import asyncio
@@ -164,7 +164,7 @@ class HibariTTSService(TTSService):
         self._speculative_audio = speculative_audio
         self._answer_context: str | None = None  # the context of the answer being spoken
         self._phrases = phrase_cache
-        self.phrase_stats = PhraseStats()
+        self.phrase_stats = PhraseStats() if phrase_cache is not None else None
         if speculative_audio is not None:
             speculative_audio.bind(self._prefetch_pcm)
 
@@ -217,13 +217,14 @@ class HibariTTSService(TTSService):
         """Each sentence's PCM: from the phrase cache, or synthesised (and kept there when whole)."""
         speed = assert_given(self._settings.speed)
         key = (self._voice, speed, self._leading_silence_s, answer_start, " ".join(text.split()))
-        kept = self._phrases.get(key) if self._phrases is not None else None
-        if kept is not None:
-            self.phrase_stats.hits += 1
-            for pcm in kept:
-                yield pcm
-            return
-        self.phrase_stats.misses += 1
+        if self._phrases is not None:
+            kept = self._phrases.get(key)
+            if kept is not None:
+                self.phrase_stats.hits += 1
+                for pcm in kept:
+                    yield pcm
+                return
+            self.phrase_stats.misses += 1
         # One sentence (hibari splits overlong ones at clauses) per thread hop: audio of the
         # first goes out while the next is synthesised, and a cancelled call stops here,
         # before asking for the next sentence.
