@@ -83,6 +83,8 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     ("Can I return a helmet I never used?", "Yes, unused items can be returned within 30 days with the receipt."),
     ("Could you tell me your opening times?", "Today, Tuesday, we're open from 9 in the morning to 6 in the evening."),
     ("Do I need my receipt?", "Yes, bring the receipt for a full refund."),
+    # The question's "need" said back is not a claim about something the file does not hold.
+    ("What do I need to bring to rent a bike?", "To rent a bike, you will need a photo ID."),
     ("Should you tell me your opening times?", "We open at 9 and close at 6."),
     # Hours named by the answer alone: "during the week" is Monday to Friday.
     ("Um, what are your hours during the week?", "We are open Monday to Friday 9 in the morning to 6 in the evening."),

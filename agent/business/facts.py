@@ -34,7 +34,11 @@ from processors.turns.comparison_form import comparison_words
 _STOP = frozenset(
     "a an the is are was do does did you your yours i im me my we us our can could would will "
     "please to of on in at for it be what whats hi hello there so and or tell know like just "
-    "hey um uh ok okay have has get got any with about this that if how should shall may might must than then".split()
+    "hey um uh ok okay have has get got any with about this that if how should shall may might must than then "
+    # "need" asks, as "have" does: as an unknown word it made "you will need a photo ID" a claim
+    # about something the file does not hold (FAQ suite, 2026-12-04: "What do I need to bring
+    # to rent a bike?" got "don't know" for the right answer).
+    "need needs".split()
 )
 NO_FACTS = "There is no fact about this."
 # Words that ask for a kind of fact, beyond the fact's own words.
