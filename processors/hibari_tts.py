@@ -216,8 +216,9 @@ class HibariTTSService(TTSService):
     async def _sentences_pcm(self, text: str, answer_start: bool) -> AsyncIterator[bytes]:
         """Each sentence's PCM: from the phrase cache, or synthesised (and kept there when whole)."""
         speed = assert_given(self._settings.speed)
-        key = (self._voice, speed, self._leading_silence_s, answer_start, " ".join(text.split()))
+        key = None
         if self._phrases is not None:
+            key = (self._voice, speed, self._leading_silence_s, answer_start, " ".join(text.split()))
             kept = self._phrases.get(key)
             if kept is not None:
                 self.phrase_stats.hits += 1

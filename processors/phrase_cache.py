@@ -3,12 +3,13 @@
 Consumes: a TTS service's key for a text (the voice, the pace, the text, how its silence is
 cut) and, after a whole synthesis, the PCM of each of its sentences. Returns them on a later
 ``get`` of the same key; emits nothing into the pipeline.
-Measures: per call, ``PhraseStats`` (sentences spoken from the cache and synthesised).
+Measures: per call, ``PhraseStats`` (texts spoken from the cache and texts synthesised).
 
 Why: a business's line says a few texts over and over — the fast path's fixed answers ("I'm
 sorry, I don't know that. Would you like me to put you through to a person?"), the greeting,
-the hand-over line. On two cores their synthesis (hibari: ~0.1-0.3 s of a core per sentence)
-lands at the turn's end, beside the second opinion that decides it. The cache is one of the
+the hand-over line. On two cores their synthesis lands at the turn's end, beside the second
+opinion that decides it (hibari is quick, so the gain measured was small: README, Performance,
+"2026-12-04 23:31"). The cache is one of the
 things made to be shared between calls, like the models: audio is bytes nobody mutates, and it
 is bounded by size, least recently used first out, so it never grows with the process's life.
 
