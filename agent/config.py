@@ -157,6 +157,9 @@ class BriskConfig(BaseSettings):
     stt_review_unrecognised: bool = Field(
         True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
     )
+    stt_review_off_topic: bool = Field(
+        False, description="Also give it a sure final about nothing the business file holds (no intent asks it, no fact shares a word with it, and it does not name the business): off, 'Do you have this sofa in blue?' gets its answer without waiting for base."
+    )
     stt_review_early: bool = Field(
         True, description="Start that second opinion before the VAD stop, on the first partial whose words repeat or that ends in the caller's pause, so the final is ready at the turn end."
     )

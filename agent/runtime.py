@@ -97,6 +97,7 @@ class Runtime:
             whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
                                                doubt_below=config.stt_doubt_below, recognised=self._recognised(),
                                                review_unrecognised=config.stt_review_unrecognised,
+                                               about_the_business=self._about_the_business(),
                                                review_max_s=config.stt_review_max_secs),
             hibari_voice=hibari_voice,
             phrase_cache=self._phrase_cache(hibari_voice),
@@ -132,19 +133,30 @@ class Runtime:
 
         return vocabulary_of(self.config.business_definition) if self.config.stt_vocabulary else None
 
+    def _about_the_business(self):
+        """Whether a transcript is about anything the business file holds, which a sure final
+        must be for the second opinion to hear it again (None: every unrecognised final is)."""
+        config = self.config
+        if config.stt_review_off_topic or not (config.fast_path and config.business_definition.intents):
+            return None
+        return functools.lru_cache(maxsize=256)(self._matcher().about_the_file)
+
+    def _matcher(self):
+        from agent.business.facts import FactIndex
+        from agent.business.intents import IntentMatcher
+
+        business = self.config.business_definition
+        return IntentMatcher(business, facts=FactIndex(business))
+
     def _recognised(self):
         """Whether an intent of the business asks a transcript, which the Whisper scheduler prefers
         between two transcripts of one clip (None: no fast path or no intents to ask)."""
         config = self.config
         if not (config.fast_path and config.business_definition.intents):
             return None
-        from agent.business.facts import FactIndex
-        from agent.business.intents import IntentMatcher
-
-        business = config.business_definition
         # Pure in the words, so one bounded cache serves every call: the scheduler's doubts() and
         # better() ask about the same final.
-        return functools.lru_cache(maxsize=256)(IntentMatcher(business, facts=FactIndex(business)).recognises)
+        return functools.lru_cache(maxsize=256)(self._matcher().recognises)
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine

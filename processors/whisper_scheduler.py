@@ -21,6 +21,10 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   certain days?" (-0.13) and "What's that race on the store?", which base hears as "Sunday" and
   "address". Brisk can turn it off (``BRISK_STT_REVIEW_UNRECOGNISED``): such a turn then ends
   0.3-0.8 s sooner on 2 cores, and those two questions get "I don't know" (README, Performance).
+  Given ``about_the_business``, a sure final about nothing the business's file holds ("Do you
+  have this sofa in blue?": no fact shares a word with it) is not heard again: a mishearing
+  keeps the question's asking words ("open", "much", "where"), which facts hold, so a final
+  with none of them is not the shop's question misheard, and the turn does not wait for base;
   A transcript the business recognises beats one it does not; between two it does not (or two
   it does), the one that heard more of the same number ("4572" over "452"), else the surer,
   wins. A final the business recognises at once is never held up: the fast path answers it;
@@ -103,12 +107,16 @@ class WhisperScheduler:
 
     def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
                  doubt_below: float = -0.4, recognised: Recognised | None = None,
-                 review_unrecognised: bool = True, review_max_s: float | None = None):
+                 review_unrecognised: bool = True, about_the_business: Recognised | None = None,
+                 review_max_s: float | None = None):
         """Args:
             recognised: whether the business knows what a transcript asks (its intents): of two
                 transcripts of one clip, the one it knows wins. None: the surer one always does.
             review_unrecognised: a sure final ``recognised`` does not know is heard again too;
                 False: only unsure finals are.
+            about_the_business: whether a transcript shares a word with anything the business's
+                file holds; a sure final it is not about is not heard again for being
+                unrecognised. None: every unrecognised one is.
             review_max_s: audio longer than this is never heard again. Base's beam search
                 takes about a third of the audio's length on a busy core, and the turn waits
                 for it: 1.5-1.8 s for a 6 s sentence, in which one misheard word seldom
@@ -120,6 +128,7 @@ class WhisperScheduler:
         self.doubt_below = doubt_below
         self.recognised = recognised
         self.review_unrecognised = review_unrecognised
+        self.about_the_business = about_the_business
         self.review_max_s = review_max_s
         # One queue, running job and worker per engine (None: the main one).
         self._queues: dict[WhisperEngine | None, list[_Job]] = {None: [], second_opinion: []}
@@ -141,7 +150,14 @@ class WhisperScheduler:
         if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
             self.counts["review_skipped_long"] += 1
             return False
-        return result.avg_logprob < self.doubt_below or (self.review_unrecognised and not self._knows(result))
+        if result.avg_logprob < self.doubt_below:
+            return True
+        if not self.review_unrecognised or self._knows(result):
+            return False
+        if self.about_the_business is not None and not self.about_the_business(result.transcript):
+            self.counts["review_skipped_off_topic"] += 1
+            return False
+        return True
 
     def better(self, first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
         """The one of two transcripts of the same audio to keep: the one the business recognises

@@ -225,3 +225,18 @@ def test_a_business_may_word_what_whisper_is_told_itself():
     shipped = load_business()
     assert vocabulary_of(shipped) == shipped.stt_prompt
     assert "renting a city bike or an electric bike" in shipped.stt_prompt
+
+
+@pytest.mark.parametrize("heard, about", [
+    # tiny.en's sure mishearings of the shop's questions keep a word the file holds.
+    ("Are you guys open on certain days?", True), ("What's that race on the store?", True),
+    ("How much is the monthly plan?", True), ("How long does a 2-up take?", True),
+    ("Where is my order?", True),
+    # Nothing of a bike shop: base's second opinion would not make it the shop's question.
+    ("Do you have this sofa in blue?", False), ("How do I update the credit card on my account?", False),
+    ("What is the warranty on the wireless headphones?", False),
+])
+def test_a_transcript_is_about_the_business_when_an_intent_asks_it_or_a_fact_shares_a_word(heard, about):
+    business = load_business()
+    assert IntentMatcher(business, facts=FactIndex(business)).about_the_file(heard) is about
+    assert IntentMatcher(business).about_the_file(heard)  # without the facts, it cannot tell

@@ -32,9 +32,11 @@ def scheduler():
         pytest.skip(f"the base model is not installed: {error}")
     tiny = WhisperEngine.load(str(whisper_model_path("tiny.en")), vocabulary=VOCABULARY)
     second = WhisperEngine.load(str(base), vocabulary=VOCABULARY, beam_size=config.stt_second_opinion_beam)
-    # As the runtime builds it (agent/runtime.py): the business's intents say what it recognises.
+    # As the runtime builds it (agent/runtime.py): the business's intents say what it recognises,
+    # its facts what it is about.
+    matcher = IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS))
     return WhisperScheduler(tiny, second_opinion=second, doubt_below=config.stt_doubt_below,
-                            recognised=IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS)).recognises)
+                            recognised=matcher.recognises, about_the_business=matcher.about_the_file)
 
 
 def spoken(text: str, voice: str, wpm: int, *, codec: bool = False) -> np.ndarray:
@@ -71,6 +73,14 @@ async def test_a_sure_mishearing_the_business_does_not_recognise_is_heard_again_
 
     reviewed = await scheduler.review(audio, first, owner=object())
     assert "sunday" in reviewed.transcript.lower()  # base, beam 5; the hours intent recognises it
+
+
+async def test_a_sure_question_about_nothing_the_shop_holds_is_not_heard_again(scheduler):
+    audio = spoken("Do you have this sofa in blue?", "en-us", 165, codec=True)
+    first = await scheduler.transcribe(audio, owner=object(), final=True)
+    assert "sofa" in first.transcript.lower() and first.avg_logprob > scheduler.doubt_below
+    assert not scheduler.recognised(first.transcript)
+    assert not scheduler.doubts(first)  # no fact of a bike shop shares a word with it: base would not help
 
 
 async def test_a_question_no_intent_covers_keeps_the_surer_of_the_two_transcripts(scheduler):

@@ -200,6 +200,24 @@ async def test_without_review_unrecognised_only_an_unsure_final_is_heard_again_a
     assert reviewed.text == less_sure_but_known.text_for(SAMPLE_RATE)  # known words beat surer unknown ones
 
 
+async def test_of_two_calls_sure_of_words_no_intent_asks_only_the_one_about_the_business_is_heard_again():
+    asked = {SAMPLE_RATE: "Are you guys open on certain days?", 2 * SAMPLE_RATE: "Do you have this sofa in blue?"}
+    sure = SlowWhisperEngine(delay_s=0.02, avg_logprob=-0.1, text_of=asked.__getitem__)
+    base = SlowWhisperEngine(delay_s=0.02, avg_logprob=-0.2, text_of=lambda _n: "Are you guys open on Sundays?")
+    scheduler = WhisperScheduler(sure, second_opinion=base, recognised=lambda text: "Sundays" in text,
+                                 about_the_business=lambda text: "open" in text)
+    shop_call, sofa_call = object(), object()
+    shop, sofa = await asyncio.gather(scheduler.transcribe(clip(1.0), owner=shop_call, final=True),
+                                      scheduler.transcribe(clip(2.0), owner=sofa_call, final=True))
+
+    assert scheduler.doubts(shop)
+    assert not scheduler.doubts(sofa)
+    assert scheduler.counts["review_skipped_off_topic"] == 1
+    reviewed = await scheduler.review(clip(1.0), shop, owner=shop_call)
+    assert reviewed.transcript == "Are you guys open on Sundays?"
+    assert len(base.calls) == 1
+
+
 async def test_audio_longer_than_the_review_limit_is_not_doubted_however_unsure():
     unsure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.9)
     scheduler = WhisperScheduler(unsure, second_opinion=SlowWhisperEngine(), review_max_s=5.0)

@@ -149,8 +149,9 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
         log("faq: task scenarios (tools and the booking flow) ...")
         tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
         llm_tools = None if scripted else await measure_llm_tools(runtime, config, lambda: _router(config))
-        asr = await asyncio.to_thread(measure_asr, config, questions, clips,
-                                      runtime.resources.whisper_scheduler.recognised)
+        scheduler = runtime.resources.whisper_scheduler
+        asr = await asyncio.to_thread(measure_asr, config, questions, clips, scheduler.recognised,
+                                      scheduler.about_the_business)
 
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
     return {
@@ -218,10 +219,11 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
             for side in FLAVORS} | {"turns": turns}
 
 
-def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=None) -> dict:
+def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=None, about_the_business=None) -> dict:
     """WER and fast-path agreement per Whisper model, with and without the business vocabulary, and
     for the default: tiny.en with base's second opinion on the finals it is unsure of or the
-    business does not recognise (``recognised``: the runtime's own predicate)."""
+    business does not recognise (``recognised``) but is about (``about_the_business``): the
+    runtime's own predicates."""
     from agent.business.facts import vocabulary_of
     from agent.business.intents import IntentMatcher
     from agent.models import whisper_model_path
@@ -251,7 +253,8 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
         first, second = engine if isinstance(engine, tuple) else (engine, None)
         scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below,
                                      recognised=recognised if second is not None else None,
-                                     review_unrecognised=config.stt_review_unrecognised)
+                                     review_unrecognised=config.stt_review_unrecognised,
+                                     about_the_business=about_the_business if second is not None else None)
         wers, agree, intents_heard, reviewed = [], 0, 0, 0
         for question, clip in zip(questions, clips):
             audio = clip.samples.astype(np.float32) / 32768.0

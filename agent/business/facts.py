@@ -176,6 +176,10 @@ class FactIndex:
                  if not w.isdigit() and not any(_same(w, s) for s in self.self_words)}
         return len(self.unknown_words(question) & asked) / len(asked) if asked else 0.0
 
+    def names_the_business(self, question: str) -> bool:
+        """Whether the question calls the business by name or by what it is ("the store")."""
+        return any(_same(w, s) for w in _words(question) for s in self.self_words)
+
     def within_topic(self, question: str, topic: str) -> bool:
         """Whether every word of the question (but the business's own name) is one a fact of
         ``topic`` holds: "the phone number of the ferry terminal" is not all phone."""

@@ -157,6 +157,15 @@ class IntentMatcher:
         of its intents is as often a mishearing ("open on certain days") as a new question."""
         return self.match(text) is not None or self._topic_asked(text) is not None
 
+    def about_the_file(self, text: str) -> bool:
+        """Whether ``text`` is about anything the file holds: an intent asks it, a fact shares a
+        word with it, or it names the business. "Do you have this sofa in blue?" is not; "Are you
+        open on certain days?" ("open") and "What's that race on the store?" ("store") are. True
+        without facts."""
+        if self._facts is None or self.recognises(text):
+            return True
+        return bool(self._facts.relevant(text)) or self._facts.names_the_business(text)
+
     def unknown_details(self, text: str) -> list[str]:
         """The words of ``text`` no fact of the file holds, in the order said ("child", "seat")."""
         if self._facts is None:
