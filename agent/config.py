@@ -154,6 +154,8 @@ class BriskConfig(BaseSettings):
     )
     stt_second_opinion_beam: int = Field(
         5, ge=1, description="Beam width of the second opinion (2 is faster but heard 'Can I pay with cash?' wrong).")
+    stt_second_opinion_window_secs: float = Field(
+        6.0, ge=1, le=30, description="Shortest encoder window of the second opinion (tiny.en's partials keep 10 s): 6 s reviews ~0.1 s sooner than 10 s at about the same word error rate (README, Performance).")
     stt_review_unrecognised: bool = Field(
         True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
     )

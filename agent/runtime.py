@@ -176,7 +176,8 @@ class Runtime:
             logger.warning(f"Whisper second opinion off: {error}")
             return None
         return WhisperEngine.load(str(path), cpu_threads=config.whisper_threads, vocabulary=self._vocabulary(),
-                                  beam_size=config.stt_second_opinion_beam, name=f"{config.stt_second_opinion}-review")
+                                  beam_size=config.stt_second_opinion_beam,
+                                  min_window_s=config.stt_second_opinion_window_secs, name=f"{config.stt_second_opinion}-review")
 
     async def load_stock_whisper(self) -> None:
         """The stock pipelines' faster-whisper model, loaded once and off the event loop, as Brisk's is."""

@@ -32,7 +32,7 @@ SAMPLE_RATE = 16000
 NO_SPEECH_THRESHOLD = 0.6
 LOG_PROB_THRESHOLD = -1.0
 
-# Below ~8 s of window Whisper loops on its own output; 10 s keeps stock accuracy at ~1/3 of
+# Below ~8 s of window tiny.en loops on its own output; 10 s keeps stock accuracy at ~1/3 of
 # the encoder cost (architecture.md, "Cheaper partials with a shorter encoder window").
 MIN_WINDOW_FRAMES = 1000
 
@@ -109,7 +109,7 @@ class WhisperEngine:
     """
 
     def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper",
-                 vocabulary: str | None = None, beam_size: int = 1):
+                 vocabulary: str | None = None, beam_size: int = 1, min_window_s: float | None = None):
         """Wrap an already loaded model.
 
         Args:
@@ -121,8 +121,13 @@ class WhisperEngine:
                 transcript, which makes those words likelier ("shop" over "sharp").
             beam_size: Beam search width: 1 (greedy) for the partials' speed; wider for an
                 engine that gives a second opinion on a doubtful final.
+            min_window_s: The shortest log-mel window, in seconds (None: ``MIN_WINDOW_FRAMES``).
+                A clip that hits the token cap in it is decoded again in the full 30 s.
         """
         self._model = model
+        self.min_window_frames = (MIN_WINDOW_FRAMES if min_window_s is None
+                                  else min(model.feature_extractor.nb_max_frames,
+                                           round(min_window_s * model.frames_per_second)))
         self.beam_size = beam_size
         self.language = language
         self.name = name
@@ -158,6 +163,7 @@ class WhisperEngine:
         warm_up: bool = True,
         vocabulary: str | None = None,
         beam_size: int = 1,
+        min_window_s: float | None = None,
     ) -> "WhisperEngine":
         """Load a CTranslate2 Whisper model directory.
 
@@ -171,12 +177,13 @@ class WhisperEngine:
             warm_up: Run one dummy transcription now, so the first real one is not cold.
             vocabulary: Words the callers will say (see ``__init__``).
             beam_size: Beam search width (see ``__init__``).
+            min_window_s: The shortest encoder window (see ``__init__``).
         """
         model = WhisperModel(
             str(model_path), device=device, compute_type=compute_type, cpu_threads=cpu_threads
         )
         engine = cls(model, language=language, name=name or Path(model_path).name, vocabulary=vocabulary,
-                     beam_size=beam_size)
+                     beam_size=beam_size, min_window_s=min_window_s)
         if warm_up:
             engine.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
         return engine
@@ -211,7 +218,7 @@ class WhisperEngine:
         max_new_tokens = math.ceil(6 * seconds) + 10
         window = min(
             extractor.nb_max_frames,
-            max(MIN_WINDOW_FRAMES, math.ceil(seconds + 1) * self._model.frames_per_second),
+            max(self.min_window_frames, math.ceil(seconds + 1) * self._model.frames_per_second),
         )
         result, capped = self._decode(features, window, max_new_tokens, should_stop)
         if capped and window < extractor.nb_max_frames:

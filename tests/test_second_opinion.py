@@ -31,7 +31,8 @@ def scheduler():
     except ModelError as error:
         pytest.skip(f"the base model is not installed: {error}")
     tiny = WhisperEngine.load(str(whisper_model_path("tiny.en")), vocabulary=VOCABULARY)
-    second = WhisperEngine.load(str(base), vocabulary=VOCABULARY, beam_size=config.stt_second_opinion_beam)
+    second = WhisperEngine.load(str(base), vocabulary=VOCABULARY, beam_size=config.stt_second_opinion_beam,
+                                min_window_s=config.stt_second_opinion_window_secs)
     # As the runtime builds it (agent/runtime.py): the business's intents say what it recognises,
     # its facts what it is about.
     matcher = IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS))
@@ -73,6 +74,7 @@ async def test_a_sure_mishearing_the_business_does_not_recognise_is_heard_again_
 
     reviewed = await scheduler.review(audio, first, owner=object())
     assert "sunday" in reviewed.transcript.lower()  # base, beam 5; the hours intent recognises it
+    assert first.window_frames == 1000 and reviewed.window_frames == 600  # base's 6 s window heard it
 
 
 async def test_a_sure_question_about_nothing_the_shop_holds_is_not_heard_again(scheduler):

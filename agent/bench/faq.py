@@ -248,7 +248,8 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
         engines["tiny.en +vocabulary +second opinion"] = (
             engines["tiny.en +vocabulary"],
             WhisperEngine.load(str(whisper_model_path("base", config.models_dir)), cpu_threads=config.whisper_threads,
-                               vocabulary=vocabulary, beam_size=config.stt_second_opinion_beam))
+                               vocabulary=vocabulary, beam_size=config.stt_second_opinion_beam,
+                               min_window_s=config.stt_second_opinion_window_secs))
     for key, engine in engines.items():
         first, second = engine if isinstance(engine, tuple) else (engine, None)
         scheduler = WhisperScheduler(first, second_opinion=second, doubt_below=config.stt_doubt_below,
