@@ -103,9 +103,9 @@ class _Stopped(Exception):
 class WhisperEngine:
     """One loaded faster-whisper model, shared by every STT service in the process.
 
-    Transcribes with a log-mel window only as long as the clip needs (at least 10 s) instead of
-    Whisper's fixed 30 s, which makes each call roughly half as expensive. Calls are serialised:
-    CTranslate2 runs one transcription at a time per engine.
+    Transcribes with a log-mel window only as long as the clip needs (at least 10 s, or
+    ``min_window_s``) instead of Whisper's fixed 30 s, which makes each call roughly half as
+    expensive. Calls are serialised: CTranslate2 runs one transcription at a time per engine.
     """
 
     def __init__(self, model: WhisperModel, *, language: str = "en", name: str = "whisper",

@@ -143,8 +143,9 @@ class WhisperScheduler:
         return sum(len(q) for q in self._queues.values()) + sum(j is not None for j in self._running.values())
 
     def doubts(self, result: WhisperResult | None, seconds: float | None = None) -> bool:
-        """A final with words Whisper is unsure of, or the business does not recognise, which
-        the second opinion should hear; ``seconds``: the length of its audio, when known."""
+        """A final with words Whisper is unsure of, or sure words the business does not recognise
+        but is about, which the second opinion should hear; ``seconds``: the length of its audio,
+        when known."""
         if self.second_opinion is None or result is None or not result.transcript:
             return False
         if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
@@ -154,10 +155,7 @@ class WhisperScheduler:
             return True
         if not self.review_unrecognised or self._knows(result):
             return False
-        if self.about_the_business is not None and not self.about_the_business(result.transcript):
-            self.counts["review_skipped_off_topic"] += 1
-            return False
-        return True
+        return self.about_the_business is None or self.about_the_business(result.transcript)
 
     def better(self, first: WhisperResult, second: WhisperResult | None) -> WhisperResult:
         """The one of two transcripts of the same audio to keep: the one the business recognises
