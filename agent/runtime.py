@@ -136,27 +136,28 @@ class Runtime:
     def _about_the_business(self):
         """Whether a transcript is about anything the business file holds, which a sure final
         must be for the second opinion to hear it again (None: every unrecognised final is)."""
-        config = self.config
-        if config.stt_review_off_topic or not (config.fast_path and config.business_definition.intents):
+        if self.config.stt_review_off_topic or self._matcher is None:
             return None
-        return functools.lru_cache(maxsize=256)(self._matcher().about_the_file)
-
-    def _matcher(self):
-        from agent.business.facts import FactIndex
-        from agent.business.intents import IntentMatcher
-
-        business = self.config.business_definition
-        return IntentMatcher(business, facts=FactIndex(business))
+        # Pure in the words, so one bounded cache serves every call.
+        return functools.lru_cache(maxsize=256)(self._matcher.about_the_file)
 
     def _recognised(self):
         """Whether an intent of the business asks a transcript, which the Whisper scheduler prefers
         between two transcripts of one clip (None: no fast path or no intents to ask)."""
+        return self._matcher.recognises if self._matcher is not None else None
+
+    @functools.cached_property
+    def _matcher(self):
+        """The business's intents and facts, shared by every call's transcripts (None: no fast
+        path or no intents to ask)."""
         config = self.config
         if not (config.fast_path and config.business_definition.intents):
             return None
-        # Pure in the words, so one bounded cache serves every call: the scheduler's doubts() and
-        # better() ask about the same final.
-        return functools.lru_cache(maxsize=256)(self._matcher().recognises)
+        from agent.business.facts import FactIndex
+        from agent.business.intents import IntentMatcher
+
+        business = config.business_definition
+        return IntentMatcher(business, facts=FactIndex(business))
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine

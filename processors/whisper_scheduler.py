@@ -24,7 +24,7 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   Given ``about_the_business``, a sure final about nothing the business's file holds ("Do you
   have this sofa in blue?": no fact shares a word with it) is not heard again: a mishearing
   keeps the question's asking words ("open", "much", "where"), which facts hold, so a final
-  with none of them is not the shop's question misheard, and the turn does not wait for base;
+  with none of them is not the shop's question misheard, and the turn does not wait for base.
   A transcript the business recognises beats one it does not; between two it does not (or two
   it does), the one that heard more of the same number ("4572" over "452"), else the surer,
   wins. A final the business recognises at once is never held up: the fast path answers it;

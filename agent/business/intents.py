@@ -26,6 +26,7 @@ but sound the same ("tuna" for "tune") still match, by their Metaphone keys (``m
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -126,6 +127,9 @@ class IntentMatcher:
             name: [content_words(example, self._items, self._keep) for example in intent.examples]
             for name, intent in business.intents.items()
         }
+        # Pure in the words: the Whisper scheduler asks about the same final several times (its
+        # doubt, then which of two transcripts to keep, then ``about_the_file``), on the event loop.
+        self.recognises = functools.lru_cache(maxsize=256)(self._recognises)
 
     def match(self, text: str) -> tuple[str, float] | None:
         """(intent, similarity to its closest example), or None.
@@ -149,7 +153,7 @@ class IntentMatcher:
                 best = (name, score)
         return best
 
-    def recognises(self, text: str) -> bool:
+    def _recognises(self, text: str) -> bool:
         """Whether one of the intents asks ``text`` (as ``__call__`` reads it; "unknown" is not one).
 
         Whisper's second opinion hears again a final the business does not recognise
