@@ -12,6 +12,9 @@ from pipecat.frames.frames import (
     ControlFrame,
     EagerEndOfTurnCancelFrame,
     EndFrame,
+    FunctionCallCancelFrame,
+    FunctionCallResultFrame,
+    FunctionCallsStartedFrame,
     InterimTranscriptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -58,10 +61,12 @@ EAGER_CANCEL = 1 << 14
 LLM_START = 1 << 15
 LLM_END = 1 << 16
 TTS_SPEAK = 1 << 17  # words said as they are, not the LLM's (a flow step's question)
+TOOL_START = 1 << 18  # the LLM started tool calls: their answer is still to come
+TOOL_END = 1 << 19  # a tool call's result (or its cancellation)
 # Stages read where a frame enters its processor, and where a frame is pushed.
 ENTER_KINDS = CONTEXT | EAGER_CANCEL | TTS_TEXT_IN | TTS_SPEAK
 BOUNDARY_KINDS = VAD_START | USER_START | VAD_STOP | USER_STOP | BOT_STOP | PIPELINE_END
-PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START | LLM_START | LLM_END
+PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START | LLM_START | LLM_END | TOOL_START | TOOL_END
 
 STT, LLM, TTS, OUTPUT, PLUMBING = 1, 2, 4, 8, 16
 
@@ -95,6 +100,8 @@ def frame_kind(cls: type) -> int:
         (LLMFullResponseStartFrame, LLM_START),
         (LLMFullResponseEndFrame, LLM_END),
         (TTSSpeakFrame, TTS_SPEAK),
+        (FunctionCallsStartedFrame, TOOL_START),
+        ((FunctionCallResultFrame, FunctionCallCancelFrame), TOOL_END),
     )
     for base, bit in checks:
         if issubclass(cls, base):

@@ -71,7 +71,7 @@ class _ProcessorTrack:
 class _Turn:
     __slots__ = (
         "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path",
-        "merged", "llm_open", "paused_ns", "said_since_pause",
+        "merged", "llm_open", "tools_open", "paused_ns", "said_since_pause",
     )
 
     def __init__(self, n: int, start_ns: int):
@@ -86,6 +86,7 @@ class _Turn:
         self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
         self.merged = False  # it continued the turn before (UserTurnContinuedFrame): one question
         self.llm_open = False  # an LLM response is open (its start pushed, its end not yet)
+        self.tools_open = 0  # tool calls started and not settled: the answer to them is still to come
         self.paused_ns: int | None = None  # the bot stopped while the answer was still coming
         self.said_since_pause = False  # the LLM gave words after that stop: more audio is due
 
@@ -97,6 +98,15 @@ class _Turn:
         # Past this point a new start of speech is a new turn, not the user resuming this one.
         s = self.stages
         return "turn_end" in s or "tts_first_audio" in s or "first_audio_out" in s
+
+    @property
+    def answer_due(self) -> bool:
+        # More of the answer is coming: the LLM is still answering, or a tool it called is running.
+        return self.llm_open or self.tools_open > 0
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_ns is not None
 
     @property
     def responding(self) -> bool:
@@ -267,7 +277,7 @@ class LatencyObserver(BaseObserver):
     def answering(self) -> bool:
         """The open turn's answer is still on its way or being spoken (its turn closes after it)."""
         turn = self._turn
-        return turn is not None and (turn.llm_open or "first_audio_out" in turn.stages)
+        return turn is not None and (turn.llm_open or turn.tools_open > 0 or "first_audio_out" in turn.stages)
 
     def summary(self) -> dict[str, Any]:
         """``{"processors": processor_stats(), "turns": [closed turn records]}``."""
@@ -367,7 +377,8 @@ class LatencyObserver(BaseObserver):
                 turn.speculative, turn.withdrawn = False, turn.withdrawn + 1
         elif role == kinds.TTS and kind & (kinds.TTS_TEXT_IN | kinds.TTS_SPEAK) and turn.responding:
             turn.mark("tts_first_text", ts)
-            turn.bot_text += [f" {frame.text}"] if kind & kinds.TTS_SPEAK else []
+            # Spaced on both sides: LLM text after it (a tool's answer after its filler) starts bare.
+            turn.bot_text += [f" {frame.text} "] if kind & kinds.TTS_SPEAK else []
 
     async def _on_turn_frame_pushed(self, frame, kind: int, role: int, ts: int, source):
         if kind & kinds.BOUNDARY_KINDS:
@@ -412,9 +423,17 @@ class LatencyObserver(BaseObserver):
         elif kind & (kinds.LLM_START | kinds.LLM_END):
             if role == kinds.LLM and turn.responding:
                 turn.llm_open = bool(kind & kinds.LLM_START)
-                if not turn.llm_open and turn.paused_ns is not None and not turn.said_since_pause:
+                if turn.paused and not turn.answer_due and not turn.said_since_pause:
                     # The bot's last stop was the end of the answer: nothing speakable came after.
                     await self._close_turn(turn.paused_ns, interrupted=False)
+        elif kind & kinds.TOOL_START:
+            if role == kinds.LLM and turn.responding:
+                turn.tools_open += len(frame.function_calls)
+        elif kind & kinds.TOOL_END:
+            # An intermediate result (is_final False) leaves the call running.
+            settled = getattr(frame, "properties", None) is None or frame.properties.is_final
+            if role == kinds.LLM and turn.tools_open and settled:
+                turn.tools_open -= 1
         elif kind & kinds.TTS_AUDIO:
             if role == kinds.TTS and "tts_first_text" in turn.stages:
                 turn.mark("tts_first_audio", ts)
@@ -424,14 +443,19 @@ class LatencyObserver(BaseObserver):
                 turn.paused_ns = None
         elif kind & kinds.BOT_STOP:
             if role == kinds.OUTPUT and "first_audio_out" in turn.stages:
-                if turn.llm_open:
-                    # A slow decode let the audio run dry: a gap in the answer, not its end.
+                if turn.answer_due:
+                    # A slow decode or a slow tool (after its filler) let the audio run dry: a gap
+                    # in the answer, not its end.
                     turn.paused_ns, turn.said_since_pause = ts, False
                 else:
                     await self._close_turn(ts, interrupted=False)
 
     async def _on_user_started(self, kind: int, ts: int):
         turn = self._turn
+        if turn is not None and turn.paused and not turn.answer_due and not turn.said_since_pause:
+            # A tool's result that nothing was said after: the answer had ended at the pause.
+            await self._close_turn(turn.paused_ns, interrupted=False)
+            turn = None
         if turn is not None and not turn.user_done:
             if kind & kinds.VAD_START:
                 # The user resumed: what was measured ended a pause, not the turn. A draft still
@@ -492,7 +516,7 @@ class LatencyObserver(BaseObserver):
         return {
             "turn": turn.n,
             "user_text": " ".join(t for t in turn.user_text if t),
-            "bot_text": "".join(turn.bot_text).strip(),
+            "bot_text": " ".join("".join(turn.bot_text).split()),
             "fast_path": turn.fast_path,
             "merged": turn.merged,
             "reference": reference,

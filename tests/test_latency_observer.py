@@ -30,6 +30,7 @@ from tests.fakes.delay_processor import (
     DelayedEmitProcessor,
     DelayedLLMService,
     DelayedSTTService,
+    DelayedToolLLMService,
     DelayedTTSService,
     DelayProcessor,
     InstantOutputTransport,
@@ -371,6 +372,39 @@ async def test_an_answer_in_a_gap_is_still_answering_until_its_turn_closes():
 
     assert answering_at_stops[0] is True  # the gap: place_call does not hang up here
     assert observer.answering is False and len(observer.turns) == 1
+
+
+def _slow_tool_pipeline(tokens: list[str], stops: list):
+    stt = DelayedSTTService(text="where is my order", delay_s=STT_DELAY)
+    llm = DelayedToolLLMService(filler="Let me check that.", tool_s=1.5, tokens=tokens)
+    tts = DelayedTTSService(delay_s=TTS_DELAY, text_aggregation_mode=TextAggregationMode.TOKEN,
+                            stop_frame_timeout_s=0.3)
+    tap = DelayProcessor(0, on_frame=lambda f: stops.append(f) if isinstance(f, BotStoppedSpeakingFrame) else None)
+    return Pipeline([stt, llm, tts, InstantOutputTransport(), tap])
+
+
+async def test_a_filler_said_while_a_tool_runs_does_not_close_the_turn_before_its_answer():
+    observer, stops = LatencyObserver(), []
+    pipeline = _slow_tool_pipeline(["It has shipped."], stops)
+    frames = _user_turn(answer=False) + [LLMContextFrame(LLMContext()), SleepFrame(2.5)]
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    assert len(stops) >= 2, "the bot did not stop after the filler: the test proves nothing"
+    [record] = observer.turns
+    assert record["bot_text"] == "Let me check that. It has shipped."
+    assert record["interrupted"] is False
+
+
+async def test_a_tool_result_with_nothing_said_after_it_ends_the_turn_at_the_fillers_stop():
+    # Nothing follows the result (a routed call answered by a flow, say): the caller's next words
+    # start a new turn, and the one before is complete where the bot stopped, not interrupted.
+    observer, stops = LatencyObserver(), []
+    pipeline = _slow_tool_pipeline([], stops)
+    frames = _user_turn(answer=False) + [LLMContextFrame(LLMContext()), SleepFrame(2.5)] + _user_turn(answer=False)
+    await run_test(pipeline, frames_to_send=frames, observers=[observer])
+
+    first = observer.turns[0]
+    assert first["bot_text"] == "Let me check that." and first["interrupted"] is False
 
 
 async def test_what_the_caller_and_the_bot_said_is_not_logged_above_debug():

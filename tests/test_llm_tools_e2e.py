@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from agent.caller.call import place_call
+from tests.fakes.slow_store import SlowStore
 from tests.fakes.tool_calling_llm import ToolCallingLLM
 from tests.servers import brisk_with_llm
 from tests.speech import synthesize_speech
@@ -54,3 +55,27 @@ async def test_an_llm_that_calls_tools_looks_up_the_order_and_says_the_result(se
     [turn] = [t for t in result.summary["turns"] if t.get("bot_text")]
     assert turn["bot_text"].strip() == ANSWER
     assert result.caller.first_audible_after(result.utterance_ends[0]) is not None
+
+
+async def test_a_slow_lookup_is_one_turn_filler_then_answer_and_the_call_waits_for_it(served):
+    base_url, app, llm = served
+    resources = app.state.calls.runtime.resources
+    store = resources.store
+    resources.store = SlowStore(store, delay_s=6.0)
+    calls = []
+    app.state.calls.listeners.append(lambda _pc_id, call: calls.append(call))
+    question = synthesize_speech("Could you check on my order for me?", tail_silence=1.0)
+    try:
+        result = await place_call(base_url, app, question.samples, question.sample_rate)
+    finally:
+        resources.store = store
+
+    # The filler was heard and went quiet long before the lookup came back: the caller stayed on.
+    [call] = calls
+    [lookup] = call.tools.calls
+    assert call.filler.fillers == 1 and lookup["result"]["found"]
+    # One turn holds both, the filler and the answer that came after it: neither is lost.
+    [turn] = [t for t in result.summary["turns"] if t.get("bot_text")]
+    filler = app.state.calls.runtime.config.business_definition.filler
+    assert turn["bot_text"].split() == f"{filler} {ANSWER}".split()
+    assert not turn["interrupted"]

@@ -16,6 +16,9 @@ from typing import TypeVar
 from pipecat.frames.frames import (
     ControlFrame,
     Frame,
+    FunctionCallFromLLM,
+    FunctionCallResultFrame,
+    FunctionCallsStartedFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -25,6 +28,7 @@ from pipecat.frames.frames import (
     SystemFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
+    TTSSpeakFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -189,6 +193,38 @@ class DelayedLLMService(LLMService):
             await self.push_frame(LLMFullResponseEndFrame())
         else:
             await self.push_frame(frame, direction)
+
+
+class DelayedToolLLMService(LLMService):
+    """Answers each ``LLMContextFrame`` with a tool call that takes ``tool_s``, a ``filler`` said
+    while it runs, and then ``tokens``: the frames pipecat's LLM service and Brisk's tool filler
+    push on a slow tool turn."""
+
+    def __init__(self, *, filler: str, tool_s: float, tokens: Sequence[str], **kwargs):
+        super().__init__(settings=_nothing_supported(LLMSettings), **kwargs)
+        self._filler = filler
+        self.tool_s = tool_s
+        self._tokens = list(tokens)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        """Call the tool, fill, give its result, answer; pass other frames on."""
+        await super().process_frame(frame, direction)
+        if not isinstance(frame, LLMContextFrame):
+            await self.push_frame(frame, direction)
+            return
+        call = FunctionCallFromLLM(function_name="lookup_order", tool_call_id="call-1", arguments={}, context=None)
+        await self.push_frame(LLMFullResponseStartFrame())
+        await self.push_frame(FunctionCallsStartedFrame(function_calls=[call]))
+        await self.push_frame(LLMFullResponseEndFrame())
+        await self.push_frame(TTSSpeakFrame(self._filler, append_to_context=False))
+        await asyncio.sleep(self.tool_s)
+        await self.push_frame(FunctionCallResultFrame(function_name=call.function_name, tool_call_id=call.tool_call_id,
+                                                      arguments={}, result={"found": True}))
+        if self._tokens:
+            await self.push_frame(LLMFullResponseStartFrame())
+            for token in self._tokens:
+                await self.push_frame(LLMTextFrame(token))
+            await self.push_frame(LLMFullResponseEndFrame())
 
 
 class DelayedTTSService(TTSService):
