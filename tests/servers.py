@@ -1,5 +1,6 @@
 """A real Brisk server for a test module, on the embedded ASR and voice and an LLM server of the test's."""
 
+import asyncio
 from contextlib import asynccontextmanager
 
 from agent.caller.call import running_server
@@ -20,3 +21,11 @@ async def brisk_with_llm(llm_app, **settings):
                 yield served
         finally:
             await runtime.stop()
+
+
+async def calls_ended(app, timeout: float = 30.0) -> None:
+    """Wait until every WebRTC call on ``app`` has ended, its record closed (a hang-up is not the
+    end: the server still cancels the pipeline and writes the record's status after it)."""
+    async with asyncio.timeout(timeout):
+        while app.state.calls.tasks:
+            await asyncio.sleep(0.05)

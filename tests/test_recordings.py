@@ -17,7 +17,7 @@ from agent.caller.call import place_call
 from agent.records.recording import recording_path
 from agent.records.retention import RecordingRetention
 from agent.records.store import CallRecords
-from tests.servers import brisk_with_llm
+from tests.servers import brisk_with_llm, calls_ended
 from tests.speech import synthesize_speech
 
 
@@ -37,7 +37,7 @@ async def test_two_calls_at_once_are_each_recorded_caller_left_bot_right(tmp_pat
                               record_audio=True) as (base_url, app):
         await asyncio.gather(place_call(base_url, app, bikes.samples, bikes.sample_rate),
                              place_call(base_url, app, trails.samples, trails.sample_rate))
-        await asyncio.sleep(0.5)
+        await calls_ended(app)
         async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": "Bearer ops-key"}) as http:
             listed = (await http.get("/api/calls")).json()["calls"]
             audio = [await http.get(f"/api/calls/{quote(c['id'], safe='')}/audio") for c in listed]

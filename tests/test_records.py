@@ -11,7 +11,7 @@ from agent.bench.scripted_llm import ScriptedLLM
 from agent.caller.call import place_call
 from agent.records.api import records_router
 from agent.records.store import CallRecords
-from tests.servers import brisk_with_llm
+from tests.servers import brisk_with_llm, calls_ended
 from tests.speech import synthesize_speech
 
 
@@ -95,7 +95,7 @@ async def test_two_calls_at_once_are_recorded_with_their_turns_and_read_back_thr
     async with brisk_with_llm(llm.app(), max_calls=2, operator_key="ops-key", data_dir=tmp_path) as (base_url, app):
         results = await asyncio.gather(place_call(base_url, app, bikes.samples, bikes.sample_rate),
                                        place_call(base_url, app, trails.samples, trails.sample_rate))
-        await asyncio.sleep(0.5)
+        await calls_ended(app)
         async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": "Bearer ops-key"}) as http:
             listed = (await http.get("/api/calls")).json()["calls"]
             # WebRTC call ids are pipecat's ("SmallWebRTCConnection#0-..."): quoted in a URL.
