@@ -24,6 +24,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.turn import FAST_PATH, UserTurnContinuedFrame
 from processors import frame_kinds as kinds
+from processors.latency_turn import OpenTurn
 
 STAGES = (
     "speech_end",
@@ -66,53 +67,6 @@ class _ProcessorTrack:
         self.weak_id: int | None = None  # most recent noise frame that entered downstream
         self.weak_ns = 0
         self.samples: deque[int] = deque(maxlen=window)  # nanoseconds
-
-
-class _Turn:
-    __slots__ = (
-        "n", "start_ns", "stages", "stop_secs", "user_text", "bot_text", "speculative", "withdrawn", "fast_path",
-        "merged", "llm_open", "tools_open", "paused_ns", "said_since_pause",
-    )
-
-    def __init__(self, n: int, start_ns: int):
-        self.n = n
-        self.start_ns = start_ns
-        self.stages: dict[str, int] = {}  # stage -> pipeline-clock ns of its first occurrence
-        self.stop_secs = 0.0
-        self.user_text: list[str] = []
-        self.bot_text: list[str] = []
-        self.fast_path: str | None = None  # the intent, when the answer came from the fast path
-        self.speculative = False
-        self.withdrawn = 0  # speculative requests withdrawn (EagerEndOfTurnCancelFrame)
-        self.merged = False  # it continued the turn before (UserTurnContinuedFrame): one question
-        self.llm_open = False  # an LLM response is open (its start pushed, its end not yet)
-        self.tools_open = 0  # tool calls started and not settled: the answer to them is still to come
-        self.paused_ns: int | None = None  # the bot stopped while the answer was still coming
-        self.said_since_pause = False  # the LLM gave words after that stop: more audio is due
-
-    def mark(self, stage: str, ts: int):
-        self.stages.setdefault(stage, ts)
-
-    @property
-    def user_done(self) -> bool:
-        # Past this point a new start of speech is a new turn, not the user resuming this one.
-        s = self.stages
-        return "turn_end" in s or "tts_first_audio" in s or "first_audio_out" in s
-
-    @property
-    def answer_due(self) -> bool:
-        # More of the answer is coming: the LLM is still answering, or a tool it called is running.
-        return self.llm_open or self.tools_open > 0
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_ns is not None
-
-    @property
-    def responding(self) -> bool:
-        # Bot output seen before this belongs to the previous, interrupted response.
-        s = self.stages
-        return "vad_stop" in s or "turn_end" in s or "llm_request" in s
 
 
 class LatencyObserver(BaseObserver):
@@ -229,7 +183,7 @@ class LatencyObserver(BaseObserver):
         self._kinds: dict[type, int] = {}
         self._tracks: dict[int, _ProcessorTrack] = {}
         self._offset_ns: int | None = None
-        self._turn: _Turn | None = None
+        self._turn: OpenTurn | None = None
         self._turn_count = 0
         self._handled_ids: OrderedDict[int, None] = OrderedDict()
         self._speech_end_marks: deque[float] = deque(maxlen=32)
@@ -469,7 +423,7 @@ class LatencyObserver(BaseObserver):
         if turn is not None:
             await self._close_turn(ts, interrupted=True)
         self._turn_count += 1
-        self._turn = _Turn(self._turn_count, ts)
+        self._turn = OpenTurn(self._turn_count, ts)
 
     def _already_handled(self, frame) -> bool:
         if frame.id in self._handled_ids:
@@ -495,7 +449,7 @@ class LatencyObserver(BaseObserver):
             except Exception:
                 logger.exception(f"{self}: turn listener {listener!r} failed")
 
-    def _build_record(self, turn: _Turn, close_ns: int, interrupted: bool) -> dict:
+    def _build_record(self, turn: OpenTurn, close_ns: int, interrupted: bool) -> dict:
         offset = self._offset_ns or 0
         ref_ns = None
         reference = None
