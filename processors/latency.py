@@ -231,7 +231,7 @@ class LatencyObserver(BaseObserver):
     def answering(self) -> bool:
         """The open turn's answer is still on its way or being spoken (its turn closes after it)."""
         turn = self._turn
-        return turn is not None and (turn.llm_open or turn.tools_open > 0 or "first_audio_out" in turn.stages)
+        return turn is not None and (turn.answer_due or "first_audio_out" in turn.stages)
 
     def summary(self) -> dict[str, Any]:
         """``{"processors": processor_stats(), "turns": [closed turn records]}``."""
@@ -377,16 +377,16 @@ class LatencyObserver(BaseObserver):
         elif kind & (kinds.LLM_START | kinds.LLM_END):
             if role == kinds.LLM and turn.responding:
                 turn.llm_open = bool(kind & kinds.LLM_START)
-                if turn.paused and not turn.answer_due and not turn.said_since_pause:
+                if turn.ended_at_pause:
                     # The bot's last stop was the end of the answer: nothing speakable came after.
                     await self._close_turn(turn.paused_ns, interrupted=False)
         elif kind & kinds.TOOL_START:
             if role == kinds.LLM and turn.responding:
                 turn.tools_open += len(frame.function_calls)
         elif kind & kinds.TOOL_END:
-            # An intermediate result (is_final False) leaves the call running.
-            settled = getattr(frame, "properties", None) is None or frame.properties.is_final
-            if role == kinds.LLM and turn.tools_open and settled:
+            # An intermediate result (is_final False) leaves the call running; a cancel has no properties.
+            properties = getattr(frame, "properties", None)
+            if role == kinds.LLM and turn.tools_open and (properties is None or properties.is_final):
                 turn.tools_open -= 1
         elif kind & kinds.TTS_AUDIO:
             if role == kinds.TTS and "tts_first_text" in turn.stages:
@@ -406,7 +406,7 @@ class LatencyObserver(BaseObserver):
 
     async def _on_user_started(self, kind: int, ts: int):
         turn = self._turn
-        if turn is not None and turn.paused and not turn.answer_due and not turn.said_since_pause:
+        if turn is not None and turn.ended_at_pause:
             # A tool's result that nothing was said after: the answer had ended at the pause.
             await self._close_turn(turn.paused_ns, interrupted=False)
             turn = None

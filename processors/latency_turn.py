@@ -44,8 +44,9 @@ class OpenTurn:
         return self.llm_open or self.tools_open > 0
 
     @property
-    def paused(self) -> bool:
-        return self.paused_ns is not None
+    def ended_at_pause(self) -> bool:
+        # The bot stopped, nothing more is coming and nothing was said since: that stop was the end.
+        return self.paused_ns is not None and not self.answer_due and not self.said_since_pause
 
     @property
     def responding(self) -> bool:

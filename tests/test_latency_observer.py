@@ -323,8 +323,17 @@ async def test_the_rest_of_an_interrupted_response_is_not_charged_to_the_next_tu
 
 
 def _slow_answer_pipeline(tokens: list[str], stops: list, on_stop=lambda: None):
+    return _pipeline_with_gaps(DelayedLLMService(tokens=tokens, delay_s=LLM_DELAY, gap_s=1.5), stops, on_stop)
+
+
+def _slow_tool_pipeline(tokens: list[str], stops: list):
+    return _pipeline_with_gaps(DelayedToolLLMService(filler="Let me check that.", tool_s=1.5, tokens=tokens), stops)
+
+
+def _pipeline_with_gaps(llm, stops: list, on_stop=lambda: None):
+    """STT -> ``llm`` -> TTS -> output, the TTS stopping in any gap of the answer; ``stops`` gets
+    every ``BotStoppedSpeakingFrame``."""
     stt = DelayedSTTService(text="when are you open", delay_s=STT_DELAY)
-    llm = DelayedLLMService(tokens=tokens, delay_s=LLM_DELAY, gap_s=1.5)
     # Token by token, and a short idle before TTSStoppedFrame: the bot stops within the gap.
     tts = DelayedTTSService(delay_s=TTS_DELAY, text_aggregation_mode=TextAggregationMode.TOKEN,
                             stop_frame_timeout_s=0.3)
@@ -372,15 +381,6 @@ async def test_an_answer_in_a_gap_is_still_answering_until_its_turn_closes():
 
     assert answering_at_stops[0] is True  # the gap: place_call does not hang up here
     assert observer.answering is False and len(observer.turns) == 1
-
-
-def _slow_tool_pipeline(tokens: list[str], stops: list):
-    stt = DelayedSTTService(text="where is my order", delay_s=STT_DELAY)
-    llm = DelayedToolLLMService(filler="Let me check that.", tool_s=1.5, tokens=tokens)
-    tts = DelayedTTSService(delay_s=TTS_DELAY, text_aggregation_mode=TextAggregationMode.TOKEN,
-                            stop_frame_timeout_s=0.3)
-    tap = DelayProcessor(0, on_frame=lambda f: stops.append(f) if isinstance(f, BotStoppedSpeakingFrame) else None)
-    return Pipeline([stt, llm, tts, InstantOutputTransport(), tap])
 
 
 async def test_a_filler_said_while_a_tool_runs_does_not_close_the_turn_before_its_answer():
