@@ -79,6 +79,7 @@ from processors.routed_calls import RoutedCallsMixin
 from processors.tool_filler import ToolFiller
 from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
 from processors.draft_accounting import DraftAccountingMixin
+from processors.withdrawn_drafts import WithdrawnDraftsMixin
 from processors.speculation_stats import SpeculationStats
 from processors.speculative_tts import SpeculativeAudioCache
 
@@ -158,8 +159,10 @@ class Call:
                 self.worker.queue_frames(greeting_frames(self.tools.business)))
 
 
-class BriskLLMService(RoutedCallsMixin, AnswerCheckMixin, DraftAccountingMixin, ResilientOpenAILLMService):
-    """The LLM service: tools routed by intent, answers held to the facts, each draft's cost counted."""
+class BriskLLMService(WithdrawnDraftsMixin, RoutedCallsMixin, AnswerCheckMixin, DraftAccountingMixin,
+                      ResilientOpenAILLMService):
+    """The LLM service: tools routed by intent, answers held to the facts, each draft's cost counted,
+    a draft overtaken by its own cancel left unanswered."""
 
 
 class CheckedLLMService(RoutedCallsMixin, AnswerCheckMixin, ResilientOpenAILLMService):

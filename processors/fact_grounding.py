@@ -1,8 +1,9 @@
 """Grounded LLM answers: each question reaches the LLM with the business facts it is about.
 
 Consumes (between the fast path and the LLM): ``LLMContextFrame``s, speculative drafts
-included. Emits: in its place a new ``LLMContextFrame`` (same ``speculation``) whose context is
-the original's messages with one system message right before the caller's last words, holding
+included. Emits: in its place a new ``LLMContextFrame`` (same ``speculation``, marked as standing
+in for the original: frames/drafts.py) whose context is the original's messages with one
+system message right before the caller's last words, holding
 what ``grounding_for`` returns for them (agent/business/facts.py: the relevant fact lines, or
 "no fact answers this: say you don't know and offer a person"). Every other frame passes on.
 Measures: ``grounded``, how many contexts were given facts.
@@ -22,6 +23,7 @@ from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from frames.drafts import stand_in
 from processors.fast_path import last_user_text
 
 GroundingFor = Callable[[str], str]
@@ -41,7 +43,8 @@ class FactGrounding(FrameProcessor):
         if direction is FrameDirection.DOWNSTREAM and isinstance(frame, LLMContextFrame):
             text = last_user_text(frame)
             if text.strip():
-                frame = LLMContextFrame(context=self.grounded_context(frame.context, text), speculation=frame.speculation)
+                grounded = LLMContextFrame(context=self.grounded_context(frame.context, text), speculation=frame.speculation)
+                frame = stand_in(grounded, frame)
                 self.grounded += 1
         await self.push_frame(frame, direction)
 

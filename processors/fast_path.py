@@ -20,6 +20,8 @@ While it is held, its first chunk is synthesised (``SpeculativeAudioCache.prefet
 so a confirmed answer's audio is ready as a speculative LLM draft's is. The
 confirmation is a system frame and can overtake the draft's context on its way here; a draft
 that arrives after its turn ended is spoken at once, as pipecat's ``SpeculationGate`` does.
+The cancel that withdraws a draft can overtake it too: a draft made before a cancel already
+seen is dropped unanswered (processors/withdrawn_drafts.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from frames.tools import RunFunctionCallFrame
 from frames.turn import FAST_PATH
 from processors.speculative_tts import SpeculativeAudioCache
+from processors.withdrawn_drafts import WithdrawnDrafts
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,16 @@ class FastPathResponder(FrameProcessor):
         self._held: FastAnswer | None = None  # a speculative turn's answer, until confirmed
         self._context = None  # the context the latest answer is for (a tool call goes with it)
         self._turn_ended = False
+        self._withdrawn = WithdrawnDrafts()
         self.hits: list[FastAnswer] = []
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         await super().process_frame(frame, direction)
+        self._withdrawn.see(frame, direction)
         if direction is FrameDirection.DOWNSTREAM:
+            if self._withdrawn.withdrawn(frame):
+                logger.debug(f"{self}: a draft arrived after its cancel; not answered")
+                return
             if isinstance(frame, LLMContextFrame):
                 answer = self._answer(frame)
                 if answer is not None:
