@@ -151,3 +151,18 @@ class UserTurnContinuedFrame(SystemFrame):
     """
 
     text: str = ""
+
+
+@dataclass
+class StaleSpeechEndFrame(TTSStoppedFrame):
+    """The output transport's speech on a cut turn's last chunk ends here.
+
+    pipecat's output transport writes the chunk it had already taken off its queue when an
+    interruption reached it, after it has said the bot stopped; that chunk makes it say the
+    bot started again, with nothing queued to end it. Until its 3 s fallback, the next answer
+    then goes out with no ``BotStartedSpeakingFrame``, and everything that follows the bot's
+    speech (the turn record, barge-in, the turn continuation) takes the silent bot for a
+    speaking one. pipecat has no frame that ends that; a ``TTSStoppedFrame`` does it in every
+    output transport, hence this subclass: pushed into the transport by the stale-turn gate,
+    and dropped by the playback tracker right after the transport, so it ends no turn.
+    """

@@ -8,11 +8,12 @@ went out, plus the words of the sentence being played whose audio went out, plac
 share of that sentence's audio since the voice gives no word timestamps), makes the assistant
 message in the context exactly that, and stops the turn's text reaching the assistant
 aggregator from then on.
-Emits: the frames it is given, less the barge-in bookkeeping frames and cut turns' frames.
+Emits: the frames it is given, less the barge-in bookkeeping frames (``StaleSpeechEndFrame``
+included) and cut turns' frames.
 Measures: every bot turn as it went out (``turns``), every cut (``interruptions``: when its
 last audio went out, what was heard), and ``stale_frames``: frames of a cut turn that went out
-after the interruption reached the transport (beyond the one chunk it may be writing then;
-must stay 0).
+after the interruption reached the transport (beyond the one chunk it may be writing then,
+and what it flushes of that chunk when the gate ends the speech it restarted; must stay 0).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Literal
 from loguru import logger
 from pipecat.frames.frames import (
     AggregatedTextFrame,
+    BotStartedSpeakingFrame,
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
@@ -46,6 +48,7 @@ from frames.turn import (
     BargeInDecisionFrame,
     BotTurnsCutFrame,
     BotTurnStartFrame,
+    StaleSpeechEndFrame,
     audio_seconds,
     is_bot_turn_frame,
 )
@@ -170,6 +173,7 @@ class PlaybackTracker(FrameProcessor):
         # Turns up to this one were cut before the interruption reached the transport.
         self._stale_through = 0
         self._chunk_in_flight = False
+        self._stale_speech = False  # the transport is speaking that chunk again, until the gate ends it
         self._spoken_for_context: str | None = None
         if assistant is not None:
             assistant.add_event_handler("on_assistant_turn_stopped", self._on_assistant_turn_stopped)
@@ -190,6 +194,14 @@ class PlaybackTracker(FrameProcessor):
                 self._turns.setdefault(frame.turn_id, BotTurn(frame.turn_id, frame.kind))
                 self._playback[frame.turn_id] = _Playback()
                 return
+            elif isinstance(frame, BotStartedSpeakingFrame) and self._chunk_in_flight:
+                # The transport started speaking again on the chunk it was writing when the
+                # interruption came: what it sends until the gate's StaleSpeechEndFrame is that
+                # chunk and what it held of it (a resampler's tail), not a stale turn going on.
+                self._stale_speech = True
+            elif isinstance(frame, StaleSpeechEndFrame):
+                self._stale_speech = self._chunk_in_flight = False
+                return  # it ended the transport's speech on a cut turn's chunk; it ends no turn
             elif not isinstance(frame, SystemFrame) and is_bot_turn_frame(frame):
                 if not self._went_out(frame):
                     return
@@ -203,9 +215,9 @@ class PlaybackTracker(FrameProcessor):
         frame.metadata[TURN_ID] = turn_id
         now = time.monotonic()
         if turn_id <= self._stale_through and frame.interruptible:
-            if isinstance(frame, OutputAudioRawFrame) and self._chunk_in_flight:
+            if isinstance(frame, OutputAudioRawFrame) and (self._chunk_in_flight or self._stale_speech):
                 # The chunk the transport was writing when the interruption reached it.
-                self._chunk_in_flight = False
+                self._chunk_in_flight = self._stale_speech
                 self._note_audio_out(turn_id, now)
                 return True
             self.stale_frames += 1
@@ -227,6 +239,8 @@ class PlaybackTracker(FrameProcessor):
             if playback.playing:
                 playback.playing.played_s += audio_seconds(frame)
             self._note_audio_out(turn_id, now)
+            # Live audio is going out: nothing of the cut turn is being written any more.
+            self._chunk_in_flight = self._stale_speech = False
         if isinstance(frame, TextFrame) and frame.append_to_context and frame.text:
             # Exactly what the assistant aggregator appends to its aggregation.
             text = frame.text
@@ -300,7 +314,7 @@ class PlaybackTracker(FrameProcessor):
         now = time.monotonic()
         if self._cut_through > self._stale_through:
             self._stale_through = self._cut_through
-            self._chunk_in_flight = True
+            self._chunk_in_flight, self._stale_speech = True, False
         for interruption in reversed(self.interruptions):
             if interruption.reached_output_at is not None:
                 break

@@ -9,8 +9,12 @@ from a barge-in decision, an ``InterruptionFrame`` straight on to the transport,
 stops ~2 ms after the decision rather than once pipecat's own frame has waited for the LLM to
 close its stream and the TTS to drop its contexts (5-60 ms here); pipecat's frame for that
 decision then stops here. It writes into each cut frame what it saw of the cut turns'
-synthesis, for the playback tracker after the transport.
-Measures: ``dropped``, the stale frames stopped here.
+synthesis, for the playback tracker after the transport. When the transport says the bot
+started speaking (upstream ``BotStartedSpeakingFrame``) after an interruption and before any
+live audio went to it, what it is writing is the chunk of a cut turn it had taken before the
+interruption: a ``StaleSpeechEndFrame`` then ends that speech (frames/turn.py says why).
+Measures: ``dropped``, the stale frames stopped here; ``stale_speech_ended``, the stretches of
+a cut turn's last chunk ended.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from __future__ import annotations
 from loguru import logger
 from pipecat.frames.frames import (
     AggregatedTextFrame,
+    BotStartedSpeakingFrame,
     Frame,
     InterruptionFrame,
+    OutputAudioRawFrame,
     SystemFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
@@ -27,7 +33,14 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from frames.turn import TURN_ID, BotTurnsCutFrame, BotTurnStartFrame, audio_seconds, is_bot_turn_frame
+from frames.turn import (
+    TURN_ID,
+    BotTurnsCutFrame,
+    BotTurnStartFrame,
+    StaleSpeechEndFrame,
+    audio_seconds,
+    is_bot_turn_frame,
+)
 from processors.stale_turns import StaleTurns
 
 
@@ -44,25 +57,40 @@ class StaleTurnGate(FrameProcessor):
         # turn -> sentence (announcement id) -> [seconds synthesised, synthesis complete]
         self._synthesis: dict[int, dict[int, list]] = {}
         self._sent_ahead = 0  # interruptions sent on to the transport before pipecat's own came
+        self._live_audio_since_interruption = True
         self.dropped = 0
+        self.stale_speech_ended = 0
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         await super().process_frame(frame, direction)
-        if direction is FrameDirection.DOWNSTREAM:
-            if isinstance(frame, InterruptionFrame) and self._sent_ahead:
+        if direction is FrameDirection.UPSTREAM:
+            await self.push_frame(frame, direction)
+            if isinstance(frame, BotStartedSpeakingFrame) and not self._live_audio_since_interruption:
+                self._live_audio_since_interruption = True  # one end per stretch
+                self.stale_speech_ended += 1
+                logger.debug(f"{self}: the transport spoke a cut turn's last chunk; ending that speech")
+                await self.push_frame(StaleSpeechEndFrame())
+            return
+        if isinstance(frame, InterruptionFrame):
+            if self._sent_ahead:
                 # pipecat's own interruption for a decision already sent ahead: passed on, it
                 # would clear the transport again and send a phone a second Twilio `clear`.
                 self._sent_ahead -= 1
                 return
-            if isinstance(frame, BotTurnsCutFrame):
-                self._cut(frame)
-                await self.push_frame(frame, direction)
-                if frame.decision is not None:
-                    self._sent_ahead += 1
-                    await self.push_frame(InterruptionFrame())
+            self._live_audio_since_interruption = False
+        elif isinstance(frame, BotTurnsCutFrame):
+            self._cut(frame)
+            await self.push_frame(frame, direction)
+            if frame.decision is not None:
+                self._sent_ahead += 1
+                self._live_audio_since_interruption = False
+                await self.push_frame(InterruptionFrame())
+            return
+        elif not isinstance(frame, SystemFrame) and is_bot_turn_frame(frame):
+            if not self._admit(frame):
                 return
-            if not isinstance(frame, SystemFrame) and is_bot_turn_frame(frame) and not self._admit(frame):
-                return
+            if isinstance(frame, OutputAudioRawFrame):
+                self._live_audio_since_interruption = True
         await self.push_frame(frame, direction)
 
     def _cut(self, frame: BotTurnsCutFrame):

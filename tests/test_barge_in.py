@@ -51,6 +51,8 @@ from frames.turn import TURN_ID
 from processors.barge_in import BargeIn
 from processors.turns.barge_in_policy import BargeInPolicy
 from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
+from tests.fakes.delay_processor import InstantOutputTransport
+from tests.fakes.in_flight_chunk import InFlightChunk
 from tests.fakes.paced_output import SAMPLE_RATE, PacedOutputTransport, ToneTTSService
 
 # -- the policy ------------------------------------------------------------------------------
@@ -274,6 +276,37 @@ async def test_speech_outside_an_answer_after_an_interruption_is_a_new_turn_and_
     rest = after(down, InterruptionFrame)
     assert [f.text for f in rest if isinstance(f, TTSTextFrame)] == ["One moment, please."]
     assert {f.metadata[TURN_ID] for f in rest if isinstance(f, TTSAudioRawFrame)} == {2}
+
+
+# A phone's transport resamples: its resampler holds back audio, so 40 ms in makes no whole chunk.
+@pytest.mark.parametrize("transport_rate, in_flight", [(SAMPLE_RATE, 1), (8000, 4)], ids=["same-rate", "phone"])
+async def test_a_cut_chunk_written_after_the_interruption_does_not_leave_the_bot_speaking(transport_rate, in_flight):
+    barge_in = BargeIn()
+    tracker = barge_in.playback()
+    down, _ = await run_test(
+        Pipeline([barge_in.tagger(), ToneTTSService(chars_per_second=40.0), barge_in.gate(),
+                  InFlightChunk(frames=in_flight), InstantOutputTransport(sample_rate=transport_rate), tracker]),
+        frames_to_send=[
+            LLMFullResponseStartFrame(),
+            LLMTextFrame("The first sentence is spoken. "),
+            LLMTextFrame("The second"),  # the look-ahead that ends the first sentence
+            SleepFrame(0.2),
+            InterruptionFrame(),  # the transport writes the held chunk after it
+            SleepFrame(0.3),  # far less than the transport's 3 s fallback stop
+            TTSSpeakFrame("One moment, please."),
+            SleepFrame(0.3),
+        ],
+    )
+    speech = [f for f in after(down, InterruptionFrame)
+              if isinstance(f, (BotStartedSpeakingFrame, BotStoppedSpeakingFrame, TTSAudioRawFrame))]
+    first_of_turn_2 = next(i for i, f in enumerate(speech) if f.metadata.get(TURN_ID) == 2)
+    before_turn_2 = speech[:first_of_turn_2]
+    assert any(f.metadata.get(TURN_ID) == 1 for f in before_turn_2), "the cut chunk was not written"
+    # The interruption stops the bot, the cut chunk starts it again and its end stops it, so the
+    # next answer's speech starts with its own start.
+    assert [type(f) for f in before_turn_2 if not isinstance(f, TTSAudioRawFrame)] == [
+        BotStoppedSpeakingFrame, BotStartedSpeakingFrame, BotStoppedSpeakingFrame, BotStartedSpeakingFrame]
+    assert tracker.stale_frames == 0
 
 
 # -- whole calls: scripted LLM over HTTP, tone voice, real-time peer ---------------------------

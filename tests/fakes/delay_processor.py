@@ -264,9 +264,9 @@ class InstantOutputTransport(BaseOutputTransport):
     ``BotStartedSpeakingFrame``/``BotStoppedSpeakingFrame`` as a real one does.
     """
 
-    def __init__(self, **kwargs):
-        """Create the transport with audio output enabled."""
-        super().__init__(TransportParams(audio_out_enabled=True), **kwargs)
+    def __init__(self, *, sample_rate: int | None = None, **kwargs):
+        """Create the transport with audio output enabled (at ``sample_rate``: the pipeline's when None)."""
+        super().__init__(TransportParams(audio_out_enabled=True, audio_out_sample_rate=sample_rate), **kwargs)
 
     async def start(self, frame: StartFrame):
         """Start and declare itself ready, as a connected transport does."""
