@@ -9,7 +9,8 @@ answer a frame belongs to. pipecat has no frame that marks "a new bot turn start
 Barge-in's processors sit on both sides of the TTS and the output transport and must learn of
 an interruption before the audio queued between them; pipecat's ``InterruptionFrame`` says
 that one happened, not which turns it cut or what had been synthesised of them, hence
-``BargeInDecisionFrame`` and ``BotTurnsCutFrame``.
+``BargeInDecisionFrame`` and ``BotTurnsCutFrame``; nor has it one that ends the speech the
+output transport restarts on a cut turn's last chunk, hence ``StaleSpeechEndFrame``.
 """
 
 from dataclasses import dataclass, field

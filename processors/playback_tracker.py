@@ -2,7 +2,8 @@
 
 Consumes (right after the output transport, in direct mode): what the transport actually sent —
 it pushes each audio chunk on once the peer took it, and text after its audio — plus
-``BotTurnStartFrame``, ``BotTurnsCutFrame`` and ``InterruptionFrame``.
+``BotTurnStartFrame``, ``BotTurnsCutFrame``, ``InterruptionFrame``, ``BotStartedSpeakingFrame``
+and the gate's ``StaleSpeechEndFrame``.
 At an interruption it works out what the user heard of the cut turn (whole sentences whose text
 went out, plus the words of the sentence being played whose audio went out, placed by character
 share of that sentence's audio since the voice gives no word timestamps), makes the assistant
@@ -190,6 +191,9 @@ class PlaybackTracker(FrameProcessor):
                 self._decided(frame)
                 return  # nothing after this processor needs it
             elif isinstance(frame, BotTurnStartFrame):
+                # A new turn is going out: whatever the transport was writing of a cut one is
+                # behind it, so its next start is that turn's own.
+                self._chunk_in_flight = self._stale_speech = False
                 self._segment = frame.turn_id
                 self._turns.setdefault(frame.turn_id, BotTurn(frame.turn_id, frame.kind))
                 self._playback[frame.turn_id] = _Playback()

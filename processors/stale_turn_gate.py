@@ -57,7 +57,7 @@ class StaleTurnGate(FrameProcessor):
         # turn -> sentence (announcement id) -> [seconds synthesised, synthesis complete]
         self._synthesis: dict[int, dict[int, list]] = {}
         self._sent_ahead = 0  # interruptions sent on to the transport before pipecat's own came
-        self._live_audio_since_interruption = True
+        self._live_audio_since_interruption = True  # nothing interrupted yet: any start is a real one
         self.dropped = 0
         self.stale_speech_ended = 0
 
