@@ -44,8 +44,9 @@ class BargeIn:
 
     ``interruptions`` lists every bot turn the user cut, ``backchannels`` every acknowledgement
     that let the bot go on, ``decisions`` every user turn start the strategy decided, ``turns``
-    every bot turn as it went out, and ``stale_frames`` counts frames of cut turns that left the
-    output transport after the interruption reached it (must stay 0).
+    every bot turn as it went out, ``stale_frames`` counts frames of cut turns that left the
+    output transport after the interruption reached it (must stay 0), and ``stale_speech_ended``
+    how often the transport restarted speaking on a cut turn's last chunk and the gate ended it.
     """
 
     def __init__(self, policy: BargeInPolicy | None = None, *, chars_per_second: float = 15.0):
@@ -62,6 +63,7 @@ class BargeIn:
         self._strategy: BargeInUserTurnStartStrategy | None = None
         self._tagger: TurnTagger | None = None
         self._tracker: PlaybackTracker | None = None
+        self._gate: StaleTurnGate | None = None
 
     def start_strategy(self, **kwargs) -> BargeInUserTurnStartStrategy:
         """The user turn start strategy."""
@@ -75,7 +77,8 @@ class BargeIn:
 
     def gate(self) -> StaleTurnGate:
         """The processor to put right before the output transport."""
-        return StaleTurnGate(self._stale)
+        self._gate = StaleTurnGate(self._stale)
+        return self._gate
 
     def playback(self, assistant: LLMAssistantAggregator | None = None) -> PlaybackTracker:
         """The processor to put right after the output transport, before ``assistant``."""
@@ -106,3 +109,7 @@ class BargeIn:
     @property
     def stale_frames(self) -> int:
         return self._tracker.stale_frames if self._tracker else 0
+
+    @property
+    def stale_speech_ended(self) -> int:
+        return self._gate.stale_speech_ended if self._gate else 0

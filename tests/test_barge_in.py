@@ -306,7 +306,7 @@ async def test_a_cut_chunk_written_after_the_interruption_does_not_leave_the_bot
     # next answer's speech starts with its own start.
     assert [type(f) for f in before_turn_2 if not isinstance(f, TTSAudioRawFrame)] == [
         BotStoppedSpeakingFrame, BotStartedSpeakingFrame, BotStoppedSpeakingFrame, BotStartedSpeakingFrame]
-    assert tracker.stale_frames == 0
+    assert barge_in.stale_frames == 0 and barge_in.stale_speech_ended == 1
 
 
 # -- whole calls: scripted LLM over HTTP, tone voice, real-time peer ---------------------------

@@ -515,13 +515,14 @@ def test_each_interruption_is_put_down_to_the_utterance_said_last_before_its_dec
     received = [ReceivedAudio(10.72, loud, 48000), ReceivedAudio(11.0, quiet, 48000),
                 ReceivedAudio(21.0, loud, 48000), ReceivedAudio(21.6, loud, 48000)]
 
-    result = measure(said, [cut, false], turns, 2, received, ended_at=30.0, requested=2)
+    result = measure(said, [cut, false], turns, 2, received, ended_at=30.0, requested=2, stale_speech_ended=1)
 
     assert result["backchannel_false_interruptions"] == 1
     assert result["interjections"] == 2 and result["interjections_missed"] == 1
     assert result["decision_ms"]["p50"] == pytest.approx(700.0) and result["decision_ms"]["n"] == 1
     assert result["stop_ms"]["p50"] == pytest.approx(10.0)
     assert (result["stale_frames_server"], result["stale_frames_caller"], result["stale_frames"]) == (2, 1, 3)
+    assert result["stale_speech_ended"] == 1
     assert result["per_backchannel"] == [{"text": "uh huh", "interrupted_on": [""]}]
 
 

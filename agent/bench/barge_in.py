@@ -17,8 +17,10 @@ last audible bot audio the caller received before the next answer (0 when none c
 decision): where the caller hears the bot stop. Per call: stale frames, i.e. frames of a cut turn
 that left the server after the interruption (``BargeIn.stale_frames``) plus audible audio that
 reached the caller after the cut turn's last frame had gone out (with a transit allowance) and
-before the next answer's first frame went out; and backchannel false interruptions, i.e.
-interruptions whose decision fell while a backchannel was the caller's latest utterance.
+before the next answer's first frame went out; backchannel false interruptions, i.e.
+interruptions whose decision fell while a backchannel was the caller's latest utterance; and
+``stale_speech_ended``, how often the output transport said the bot started again on the chunk
+it was writing when a cut came, and the stale-turn gate ended that (``BargeIn.stale_speech_ended``).
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ async def _say(mic: InterjectingMicrophone, utterance: Utterance) -> Spoken:
 
 
 def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale_frames: int,
-            received: list[ReceivedAudio], ended_at: float, requested: int) -> dict:
+            received: list[ReceivedAudio], ended_at: float, requested: int, stale_speech_ended: int = 0) -> dict:
     """The ``barge_in`` JSON object from what the caller said and what the server's ``BargeIn`` saw.
 
     Each interruption is put down to the caller's latest utterance begun before its decision.
@@ -207,6 +209,7 @@ def measure(spoken: list[Spoken], interruptions: list, turns: list, server_stale
         "stale_frames": server_stale_frames + caller_stale,
         "stale_frames_server": server_stale_frames,
         "stale_frames_caller": caller_stale,
+        "stale_speech_ended": stale_speech_ended,
         "backchannel_false_interruptions": false,
         "interruptions_requested": requested,
         "interjections": len(interjections),
@@ -279,7 +282,7 @@ async def _call(base_url: str, app, interruptions: int, backchannels: int, log) 
             await asyncio.wait([task], timeout=10)
     barge_in = call.barge_in
     return measure(spoken, list(barge_in.interruptions), barge_in.turns, barge_in.stale_frames,
-                   list(caller.received), ended_at, interruptions)
+                   list(caller.received), ended_at, interruptions, stale_speech_ended=barge_in.stale_speech_ended)
 
 
 def format_barge_in(result: dict) -> str:
@@ -297,5 +300,6 @@ def format_barge_in(result: dict) -> str:
         f"{fmt(decision['p95']):>7}{decision['n']:>4}",
         f"stale frames {result['stale_frames']} (server {result['stale_frames_server']}, caller "
         f"{result['stale_frames_caller']}), backchannel false interruptions "
-        f"{result['backchannel_false_interruptions']}",
+        f"{result['backchannel_false_interruptions']}, a cut chunk's restarted speech ended "
+        f"{result.get('stale_speech_ended', 0)}",
     ])  # fmt: skip
