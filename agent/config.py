@@ -146,6 +146,10 @@ class BriskConfig(BaseSettings):
         "tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate)."
     )
     whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
+    blas_threads: int = Field(
+        1, ge=1,
+        description="Threads numpy's BLAS may use in the agent process (Whisper's features): with 2, its helper thread spun beside Whisper and took ~20% of a core at the caller's pause (README, Performance).",
+    )
     stt_vocabulary: bool = Field(
         True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords."
     )

@@ -11,6 +11,7 @@ import functools
 import time
 
 from loguru import logger
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from agent import llama_build, models
 from agent.config import BriskConfig
@@ -18,6 +19,18 @@ from agent.llm_server import LocalLLMServer
 from agent.pipeline import Resources
 from processors.openai_llm import make_openai_client
 from processors.whisper_scheduler import WhisperScheduler
+
+
+def limit_blas_threads(threads: int) -> list[dict]:
+    """Let numpy's (and scipy's) BLAS use at most ``threads`` threads in this process, from now on.
+
+    faster-whisper computes its features with a numpy matmul on every partial. OpenBLAS runs
+    that on as many threads as there are cores, and its helper thread then spins waiting for
+    more: on 2 cores it took ~20% of one at the caller's pause, when tiny.en and base both want
+    a core (README, Performance). Returns threadpoolctl's view of the libraries afterwards.
+    """
+    threadpool_limits(limits=threads, user_api="blas")
+    return [info for info in threadpool_info() if info["user_api"] == "blas"]
 
 
 class Runtime:
@@ -69,6 +82,8 @@ class Runtime:
         hibari_voice = await asyncio.to_thread(self._load_tts)
         self._components["tts"]["ready"] = True
         turn_check = await asyncio.to_thread(self._load_turn_check)
+        # After the models: threadpoolctl reaches only the BLAS libraries loaded by then.
+        limit_blas_threads(config.blas_threads)
 
         if llm_task is not None:
             await llm_task

@@ -82,3 +82,22 @@ def test_the_llm_server_gets_half_the_cores_unless_told(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
     assert load_config().llm_server_threads == 1
     assert load_config(llm_threads=2).llm_server_threads == 2
+
+
+def test_numpy_blas_runs_on_the_configured_thread_count_once_the_runtime_limits_it():
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from agent.runtime import limit_blas_threads
+
+    assert load_config().blas_threads == 1
+    before = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
+    assert before, "numpy loaded no BLAS library to limit"
+    try:
+        limited = limit_blas_threads(1)
+        assert {info["filepath"] for info in limited} == set(before)
+        assert all(info["num_threads"] == 1 for info in limited)
+        a = np.arange(6.0).reshape(2, 3)
+        assert (a @ a.T).tolist() == [[5.0, 14.0], [14.0, 50.0]]  # still computes
+    finally:
+        threadpool_limits(limits=max(before.values()), user_api="blas")  # as numpy started, for the tests after
