@@ -44,6 +44,8 @@ def router(booking=None) -> ToolRouter:
     ("Where is my order? The number is 4572.", "4572"),
     ("My order number is four five seven two, and I want to know where it is.", "4572"),
     ("It's 45 72.", "4572"),
+    ("Where is my order number 4, 5, 7, 2?", "4572"),  # base's transcript of the phone test, once
+    ("I ordered 2, 3 days ago, order 4572.", "4572"),
     ("DTMF: 1234#", "1234"),
     ("I ordered 2 helmets.", None),
 ])

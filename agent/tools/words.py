@@ -19,6 +19,7 @@ _YES = frozenset("yes yeah yep yup sure correct right ok okay please absolutely 
 _NO = frozenset("no nope nah dont cancel not wrong stop".split())
 _NAME_LEADS = re.compile(r"\b(?:my name is|name is|name's|it's under|under the name|under|this is|i am|i'm|it's|its)\s+(.+)$", re.I)
 _NOT_NAMES = frozenset("the a an please thanks thank you um uh er so well yes no".split())
+_DIGIT_LIST_COMMA = re.compile(r"(?<=\b\d),\s*(?=\d\b)")  # the comma in "4, 5": between single digits
 
 
 def keyed_digits(text: str) -> str | None:
@@ -30,14 +31,16 @@ def keyed_digits(text: str) -> str | None:
 def order_number(text: str) -> str | None:
     """The order number said or keyed: the longest run of digits, spoken digit by digit or not.
 
-    "four five seven two" and "45 72" are 4572; a number of fewer than 3 digits is not an order
+    "four five seven two", "4, 5, 7, 2" and "45 72" are 4572; a number of fewer than 3 digits is not an order
     number ("I ordered 2 helmets").
     """
     keyed = keyed_digits(text)
     if keyed is not None:
         return keyed or None
     runs, current = [], ""
-    for token in re.findall(r"\d+|\S+", numbers_as_digits(text.replace("-", " "))):
+    # Whisper writes digits said one by one as a list now and then ("4, 5, 7, 2"): one number.
+    text = _DIGIT_LIST_COMMA.sub(" ", text.replace("-", " "))
+    for token in re.findall(r"\d+|\S+", numbers_as_digits(text)):
         if token.isdigit():
             current += token
         elif token.strip(".,!?") in ("oh", "o") and current:
