@@ -55,8 +55,13 @@ _ALIASES = {"tire": "tyre", "tires": "tyres", "fix": "repair", "fixing": "repair
             "hire": "rental", "center": "centre", "color": "colour"}
 
 
+# "I'd" without its apostrophe is "id", a word of "bring a photo ID": "I'd like to return a
+# jacket" was about the rentals.
+_I_WOULD = re.compile(r"\bi['\u2019]d\b", re.IGNORECASE)
+
+
 def _words(text: str) -> set[str]:
-    return {w for w in comparison_words(text) if w not in _STOP}
+    return {w for w in comparison_words(_I_WOULD.sub("I would", text)) if w not in _STOP}
 
 
 def _same(a: str, b: str) -> bool:

@@ -27,6 +27,7 @@ but sound the same ("tuna" for "tune") still match, by their Metaphone keys (``m
 from __future__ import annotations
 
 import functools
+import re
 import string
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -46,6 +47,9 @@ MIN_SIMILARITY = 0.7
 # file's to answer. Questions the file answers in other words stay below it ("How late are you
 # open on Friday?", 1/3: FAQ suite); half catches "Can I pay with cash?".
 UNKNOWN_SHARE = 0.5
+# A request needs this many words no fact holds to be the file's "I don't know": one is often
+# the caller thinking aloud ("I need to think about it.", "I'd like a bike for my daughter.").
+UNKNOWN_REQUEST_WORDS = 2
 # Words that ask about the conversation itself, not the business.
 _CONVERSATION_WORDS = frozenset("say said saying repeat again sorry mean meant catch hear heard pardon".split())
 # Words that say how a thing is asked, not what about: not counted in that share, so "Do I need
@@ -209,18 +213,29 @@ class IntentMatcher:
     def _not_in_the_file(self, text: str) -> bool:
         """Whether ``text``, which no intent matches, asks about something the file does not hold.
 
-        Either no fact is about it, or at least ``UNKNOWN_SHARE`` of its words are ones no fact
-        holds ("How much is the monthly plan?", "Can I pay with cash?"): a common word of it
-        ("much", "pay") retrieves a fact, and a 0.5B model given that fact answers from it or
-        says it does not know, after a second or more of LLM time (bench, 2026-12-02: all 12
-        such turns "I'm sorry, I don't know that"). A question about what was said ("What did
-        you say the price was?") is the LLM's, which has the conversation."""
-        if self._facts is None or not is_question(text) or asks_for_person(text):
+        A question: either no fact is about it, or at least ``UNKNOWN_SHARE`` of its words are
+        ones no fact holds ("How much is the monthly plan?", "Can I pay with cash?"): a common
+        word of it ("much", "pay") retrieves a fact, and a 0.5B model given that fact answers
+        from it or says it does not know, after a second or more of LLM time (bench,
+        2026-12-02: all 12 such turns "I'm sorry, I don't know that"). A request
+        (``is_request``: "I want to cancel my subscription.") the same, when at least
+        ``UNKNOWN_REQUEST_WORDS`` of its words are unknown: the embedded model said it did not
+        know to every such request in every bench run, 1-3 s after the turn end, and once
+        asked back for "the name of the person who charged you twice". Any other statement is
+        the LLM's ("I have a question.", "My name is Anna."), as is a question or request
+        about what was said ("What did you say the price was?"), which the LLM has."""
+        if self._facts is None or asks_for_person(text) or set(comparison_words(text)) & _CONVERSATION_WORDS:
             return False
-        if not self._facts.relevant(text):
-            return True
-        return not set(comparison_words(text)) & _CONVERSATION_WORDS \
-            and self._facts.unknown_share(text, ignore=_ASKING_WORDS) >= UNKNOWN_SHARE
+        if is_question(text):
+            return not self._facts.relevant(text) or self._mostly_unknown(text)
+        return is_request(text) and self._mostly_unknown(text) and len(self._unknown_asked(text)) >= UNKNOWN_REQUEST_WORDS
+
+    def _mostly_unknown(self, text: str) -> bool:
+        return self._facts.unknown_share(text, ignore=_ASKING_WORDS) >= UNKNOWN_SHARE
+
+    def _unknown_asked(self, text: str) -> set[str]:
+        """The words of ``text`` no fact holds, but asking words and digits."""
+        return {w for w in self._facts.unknown_words(text) - _ASKING_WORDS if not w.isdigit()}
 
     def _topic_asked(self, text: str) -> str | None:
         """An intent whose keyword the question holds and whose topic is the fact it is most
@@ -308,6 +323,18 @@ def is_question(text: str) -> bool:
     """A question mark, or a question's first word ("Do you...", "Where...")."""
     words = comparison_words(text)
     return text.rstrip().endswith("?") or bool(words and words[0] in _QUESTION_OPENERS)
+
+
+# How a caller asks for something without a question: "I want...", "I'd like...", "I forgot...".
+_REQUEST = re.compile(
+    r"\b(?:i|id)(?: would| just| really)* (?:want|wanna|like|love|need)\b|\b(?:im|i am) (?:trying|looking)\b"
+    r"|\bi (?:forgot|lost|cant|cannot|couldnt)\b"
+)
+
+
+def is_request(text: str) -> bool:
+    """Whether ``text`` asks for something in the first person ("I'd like to merge my accounts.")."""
+    return bool(_REQUEST.search(" ".join(comparison_words(text))))
 
 
 def asks_for_person(text: str) -> bool:
