@@ -59,6 +59,10 @@ class BriskConfig(BaseSettings):
         None, description="coturn use-auth-secret: TURN URLs in ice_servers get short-lived credentials made with it."
     )
     turn_ttl_secs: int = Field(3600, ge=60, description="How long a page's TURN credential stays valid.")
+    webrtc_input_prefetch_packets: int = Field(
+        0, ge=0, le=8,
+        description="Later packets a WebRTC call's input audio waits for before a packet goes on to the VAD (aiortc's playout default is 4, ~80 ms); a missing packet is waited for either way.",
+    )
     max_offer_bytes: int = Field(
         65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413."
     )

@@ -23,6 +23,7 @@ import json
 
 from collections.abc import Callable
 
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, HTTPException, Request
 from loguru import logger
@@ -68,6 +69,27 @@ def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
     )
 
 
+# aiortc's RTCRtpReceiver keeps its jitter buffer in this (name-mangled) attribute.
+_JITTER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
+
+
+def hand_on_input_audio_sooner(connection: SmallWebRTCConnection, prefetch_packets: int) -> None:
+    """Let the call's input audio go on to the VAD ``prefetch_packets`` packets after it arrives.
+
+    aiortc's receiver holds 4 packets (~80 ms) in its jitter buffer, the margin a player needs to
+    play out evenly; the VAD and Whisper only need the packets in order, which the buffer keeps
+    with any prefetch (it waits for a missing packet either way). aiortc has no setting for it,
+    so the buffer is replaced before the first packet arrives (the answer is not sent yet).
+    """
+    for receiver in connection.pc.getReceivers():
+        if receiver.track is None or receiver.track.kind != "audio":
+            continue
+        if not isinstance(getattr(receiver, _JITTER_BUFFER, None), JitterBuffer):
+            logger.warning(f"call {connection.pc_id}: this aiortc keeps no {_JITTER_BUFFER}: input audio keeps its playout delay")
+            continue
+        setattr(receiver, _JITTER_BUFFER, JitterBuffer(capacity=16, prefetch=prefetch_packets))
+
+
 class BrowserCallControl(CallControl):
     """A browser call's controls: the page is told (RTVI server messages) that the bot ends the
     call (``{"type": "call-ending", "by", "outcome"}``) or that a person is being connected
@@ -104,6 +126,7 @@ class CallManager:
         return sum(1 for t in self.tasks.values() if not t.done())
 
     async def start_call(self, connection: SmallWebRTCConnection, ticket: Ticket | None = None) -> None:
+        hand_on_input_audio_sooner(connection, self.runtime.config.webrtc_input_prefetch_packets)
         transport = webrtc_transport(connection)
         pc_id = connection.pc_id
         control = BrowserCallControl(pc_id)
