@@ -21,6 +21,12 @@ from processors.openai_llm import make_openai_client
 from processors.whisper_scheduler import WhisperScheduler
 
 
+def blas_threads() -> int | None:
+    """The threads numpy's BLAS may use now (None: no BLAS library loaded)."""
+    counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    return max(counts) if counts else None
+
+
 def limit_blas_threads(threads: int) -> list[dict]:
     """Let numpy's (and scipy's) BLAS use at most ``threads`` threads in this process, from now on.
 
@@ -42,6 +48,7 @@ class Runtime:
         self.llm_server: LocalLLMServer | None = None
         self.webhook = None  # agent.records.webhook.WebhookSender, with BRISK_WEBHOOK_URL
         self.retention = None  # agent.records.retention.RecordingRetention
+        self.blas_threads_at_start: int | None = None  # numpy's own BLAS thread count, before BRISK_BLAS_THREADS
         self._components: dict[str, dict] = {
             "models": {"ready": False},
             "asr": {"ready": False, "model": config.whisper_model},
@@ -83,6 +90,7 @@ class Runtime:
         self._components["tts"]["ready"] = True
         turn_check = await asyncio.to_thread(self._load_turn_check)
         # After the models: threadpoolctl reaches only the BLAS libraries loaded by then.
+        self.blas_threads_at_start = blas_threads()  # what stock pipecat runs with (the bench's stock sides)
         limit_blas_threads(config.blas_threads)
 
         if llm_task is not None:

@@ -5,6 +5,7 @@ runs ``python -m agent bench --quick --turns 2`` (real WebRTC calls to a stock a
 server, scripted LLM) and checks that its JSON has every field with sane values.
 """
 
+import asyncio
 import json
 import os
 import subprocess
@@ -535,6 +536,33 @@ def _ordered(values):
 
 
 @pytest.mark.e2e
+async def test_each_sides_calls_run_under_its_own_blas_thread_count(monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    import agent.bench.calls as calls
+    from agent.runtime import blas_threads
+
+    seen = {}
+
+    async def call(side, *_):
+        await asyncio.sleep(0)
+        seen[side.flavor] = blas_threads()
+        return {}
+
+    monkeypatch.setattr(calls, "bench_call", call)
+    sides = {f: calls.Side(f, "http://127.0.0.1:1", None) for f in ("stock", "brisk")}
+    rig = calls.Rig(sides, None, None, None, None, blas_threads={"stock": 2, "brisk": 1})
+    before = blas_threads()
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):  # as Brisk's runtime leaves the process
+            for flavor in ("stock", "brisk", "stock"):
+                await rig.call(flavor, None)
+            assert blas_threads() == 1
+        assert seen == {"stock": 2, "brisk": 1}
+    finally:
+        assert blas_threads() == before
+
+
 def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     run = subprocess.run(
@@ -597,6 +625,9 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
 
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result["processor_overhead"]["processors"]
+    # Brisk's calls ran with its BLAS limit, the stock sides with numpy's own thread count.
+    blas = result["machine"]["blas_threads"]
+    assert blas["brisk"] == 1 and blas["stock"] == blas["stock_tuned"] >= 1
 
     phone = result["phone"]
     assert "Phone path" in run.stdout

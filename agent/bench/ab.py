@@ -105,6 +105,8 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
              f"in {machine['whisper_ms']} ms (median of 3, nothing else running)")
         rig = await start_rig(stack, config, runtime, scripted_llm, AB_FLAVORS)
         meter = rig.meter
+        machine["blas_threads"] = dict(rig.blas_threads)
+        _log(f"bench: numpy's BLAS threads per side: {machine['blas_threads']}")
 
         for flavor in AB_FLAVORS:
             warm = await rig.call(flavor, warmup)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from threadpoolctl import threadpool_limits
 
 from agent.bench.corpus import Clip
 from agent.bench.listening import first_audible_after, first_audible_answer
@@ -188,11 +190,16 @@ class Rig:
     llm_pid: int | None
     scripted_llm: ScriptedLLM | None
     reset_llm_cache: object  # coroutine function, run before every call
+    # Threads numpy's BLAS may use during each flavor's calls: Brisk's BRISK_BLAS_THREADS, and
+    # numpy's own count for stock pipecat, which sets none. The sides share one process and
+    # take turns, so each call runs under its own side's setting.
+    blas_threads: dict[str, int | None] = field(default_factory=dict)
 
     async def call(self, flavor: str, clip: Clip) -> dict:
         """One measured call of ``clip`` to ``flavor`` (see ``bench_call``)."""
-        return await bench_call(self.sides[flavor], clip, self.meter, self.llm_pid, self.scripted_llm,
-                                self.reset_llm_cache)
+        with threadpool_limits(limits=self.blas_threads.get(flavor), user_api="blas"):
+            return await bench_call(self.sides[flavor], clip, self.meter, self.llm_pid, self.scripted_llm,
+                                    self.reset_llm_cache)
 
 
 async def start_rig(stack, config, runtime, scripted_llm: ScriptedLLM | None, flavors) -> Rig:
@@ -213,4 +220,5 @@ async def start_rig(stack, config, runtime, scripted_llm: ScriptedLLM | None, fl
     for flavor in flavors:
         base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
         sides[flavor] = Side(flavor, base_url, app)
-    return Rig(sides, meter, llm_server.pid if llm_server else None, scripted_llm, reset_llm_cache)
+    blas = {flavor: config.blas_threads if flavor == "brisk" else runtime.blas_threads_at_start for flavor in flavors}
+    return Rig(sides, meter, llm_server.pid if llm_server else None, scripted_llm, reset_llm_cache, blas)
