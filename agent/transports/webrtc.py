@@ -79,7 +79,8 @@ def hand_on_input_audio_sooner(connection: SmallWebRTCConnection, prefetch_packe
     aiortc's receiver holds 4 packets (~80 ms) in its jitter buffer, the margin a player needs to
     play out evenly; the VAD and Whisper only need the packets in order, which the buffer keeps
     with any prefetch (it waits for a missing packet either way). aiortc has no setting for it,
-    so the buffer is replaced before the first packet arrives (the answer is not sent yet).
+    so the buffer is replaced before the first packet arrives (the answer is not sent yet). A
+    peer connection pipecat makes anew on a renegotiation (``restart_pc``) keeps aiortc's.
     """
     for receiver in connection.pc.getReceivers():
         if receiver.track is None or receiver.track.kind != "audio":
