@@ -370,7 +370,9 @@ class LatencyObserver(BaseObserver):
             elif role == kinds.LLM and FAST_PATH in frame.metadata and turn.responding:
                 # Answered from the business's facts: no request, no first token, same answer.
                 turn.fast_path = frame.metadata[FAST_PATH]
-                turn.bot_text.append(frame.text)
+                # A whole answer, not a token: a tool's reply after the fast path's own words
+                # ("... for that." then "Order 4 5 7 2 ...") is a sentence of its own.
+                turn.bot_text.append(f" {frame.text} ")
             else:
                 return
             turn.said_since_pause |= turn.paused_ns is not None and any(c.isalnum() for c in frame.text)

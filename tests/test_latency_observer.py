@@ -14,6 +14,9 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
     OutputAudioRawFrame,
     TextFrame,
     UserStartedSpeakingFrame,
@@ -23,8 +26,10 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.services.tts_service import TextAggregationMode
+from frames.turn import FAST_PATH
 from processors.latency import STAGES, LatencyObserver
 from tests.fakes.delay_processor import (
     DelayedEmitProcessor,
@@ -405,6 +410,34 @@ async def test_a_tool_result_with_nothing_said_after_it_ends_the_turn_at_the_fil
 
     first = observer.turns[0]
     assert first["bot_text"] == "Let me check that." and first["interrupted"] is False
+
+
+class FastPathWithTool(FrameProcessor):
+    """Answers a context as the fast path and a tool do: two whole responses, tagged with the intent."""
+
+    ANSWERS = ("I'm sorry, I don't know about a second item; I can put you through to a person for that.",
+               "Order 4 5 7 2 has shipped.")
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if not isinstance(frame, LLMContextFrame):
+            await self.push_frame(frame, direction)
+            return
+        for text in self.ANSWERS:
+            for out in (LLMFullResponseStartFrame(), LLMTextFrame(text), LLMFullResponseEndFrame()):
+                out.metadata[FAST_PATH] = "order_status"
+                await self.push_frame(out)
+
+
+async def test_a_tools_reply_after_the_fast_paths_words_is_recorded_as_a_sentence_of_its_own():
+    observer = LatencyObserver()
+    pipeline = Pipeline([FastPathWithTool(), DelayedLLMService(tokens=["unused"], delay_s=LLM_DELAY),
+                         DelayedTTSService(delay_s=TTS_DELAY), InstantOutputTransport()])
+    await run_test(pipeline, frames_to_send=_user_turn(), observers=[observer])
+
+    [record] = observer.turns
+    assert record["fast_path"] == "order_status"
+    assert record["bot_text"] == " ".join(FastPathWithTool.ANSWERS)
 
 
 async def test_what_the_caller_and_the_bot_said_is_not_logged_above_debug():
