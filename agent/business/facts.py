@@ -176,10 +176,17 @@ class FactIndex:
     def unknown_share(self, question: str, ignore: frozenset[str] = frozenset()) -> float:
         """The share of the question's words (but ``ignore`` and the business's own name) no fact
         holds: 2/3 for "How much is the monthly plan?", whose "much" alone is one a fact holds."""
-        # A digit is left out: Whisper writes what it mishears as one ("a 2-up" for "a tune-up").
-        asked = {w for w in _words(question) - ignore
-                 if not w.isdigit() and not any(_same(w, s) for s in self.self_words)}
+        asked = self._asked(question, ignore)
         return len(self.unknown_words(question) & asked) / len(asked) if asked else 0.0
+
+    def unknown_asked(self, question: str, ignore: frozenset[str] = frozenset()) -> set[str]:
+        """The words ``unknown_share`` counts as unknown ("cancel", "subscription")."""
+        return self.unknown_words(question) & self._asked(question, ignore)
+
+    def _asked(self, question: str, ignore: frozenset[str]) -> set[str]:
+        # A digit is left out: Whisper writes what it mishears as one ("a 2-up" for "a tune-up").
+        return {w for w in _words(question) - ignore
+                if not w.isdigit() and not any(_same(w, s) for s in self.self_words)}
 
     def names_the_business(self, question: str) -> bool:
         """Whether the question calls the business by name or by what it is ("the store")."""

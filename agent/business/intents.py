@@ -228,14 +228,11 @@ class IntentMatcher:
             return False
         if is_question(text):
             return not self._facts.relevant(text) or self._mostly_unknown(text)
-        return is_request(text) and self._mostly_unknown(text) and len(self._unknown_asked(text)) >= UNKNOWN_REQUEST_WORDS
+        return (is_request(text) and self._mostly_unknown(text)
+                and len(self._facts.unknown_asked(text, ignore=_ASKING_WORDS)) >= UNKNOWN_REQUEST_WORDS)
 
     def _mostly_unknown(self, text: str) -> bool:
         return self._facts.unknown_share(text, ignore=_ASKING_WORDS) >= UNKNOWN_SHARE
-
-    def _unknown_asked(self, text: str) -> set[str]:
-        """The words of ``text`` no fact holds, but asking words and digits."""
-        return {w for w in self._facts.unknown_words(text) - _ASKING_WORDS if not w.isdigit()}
 
     def _topic_asked(self, text: str) -> str | None:
         """An intent whose keyword the question holds and whose topic is the fact it is most
