@@ -107,6 +107,10 @@ class BriskConfig(BaseSettings):
         ge=0,
         description="Extra wait after the VAD stop before the user's turn ends (pause tolerance).",
     )
+    turn_question_ends_at_final: bool = Field(
+        True,
+        description="A finished question ('...?') ends the turn as soon as its final transcript is in after the VAD stop, without the rest of turn_stop_timeout_secs.",
+    )
     turn_audio_check: bool = Field(
         False,
         description="A statement Whisper heard as finished is also put to pipecat's Smart Turn v3 on the audio; judged unfinished, it waits like unfinished words (off: on espeak voices it cost more delay than it saved cut-offs, README End of turn).",

@@ -38,7 +38,8 @@ def make_turn_strategies(
     if speculation is None:
         return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
             user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs,
-            final_wait_s=config.turn_final_wait_secs, audio_check=audio_check)])
+            final_wait_s=config.turn_final_wait_secs, audio_check=audio_check,
+            question_ends_at_final=config.turn_question_ends_at_final)])
     # The same end of turn, plus drafts from stable partials, kept or cancelled at the turn end.
     stability = StabilityConfig(
         consecutive=config.speculation_stable_partials,
@@ -55,6 +56,7 @@ def make_turn_strategies(
                 user_speech_timeout=config.turn_stop_timeout_secs,
                 max_wait_s=config.turn_unfinished_wait_secs,
                 final_wait_s=config.turn_final_wait_secs,
+                question_ends_at_final=config.turn_question_ends_at_final,
                 audio_check=audio_check,
                 stability=stability,
                 match_policy=SimilarityMatch(config.speculation_match_threshold),

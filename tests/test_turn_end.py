@@ -77,8 +77,9 @@ class TurnEnds(FrameProcessor):
 
 
 @asynccontextmanager
-async def turn_rig(audio_check=None):
-    strategy = AdaptiveUserTurnStopStrategy(user_speech_timeout=TIMEOUT_S, max_wait_s=MAX_WAIT_S, audio_check=audio_check)
+async def turn_rig(audio_check=None, **options):
+    options = {"user_speech_timeout": TIMEOUT_S, "max_wait_s": MAX_WAIT_S} | options
+    strategy = AdaptiveUserTurnStopStrategy(audio_check=audio_check, **options)
     pair = LLMContextAggregatorPair(
         LLMContext(), user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
     ends = TurnEnds()
@@ -231,6 +232,65 @@ async def test_two_calls_hold_their_own_turns():
         await asyncio.sleep(MAX_WAIT_S + 0.3)
     assert ends_a.asked == ["My order number is 4572."] and ends_b.asked == ["Where is the shop?"]
     assert ends_b.ends[0] - stopped_b < MAX_WAIT_S / 2 and strategy_b.held == 0 and strategy_a.held == 1
+
+
+# Long enough that a turn ending before it ended at its final, not at the pause tolerance.
+LONG_TIMEOUT_S = 1.0
+
+
+async def test_with_question_ends_at_final_a_question_ends_when_its_final_comes_and_a_statement_waits():
+    # Two calls at once: each is decided on its own words.
+    options = {"user_speech_timeout": LONG_TIMEOUT_S, "question_ends_at_final": True}
+    async with turn_rig(**options) as (asking, asker, asked), turn_rig(**options) as (telling, teller, told):
+        question_stopped = await utterance_heard_late(
+            asking, "What time do you open on Saturday?", utterance_id=1, final_after_s=0.05)
+        statement_stopped = await utterance_heard_late(telling, "My order number is 4572.", utterance_id=1,
+                                                       final_after_s=0.05)
+        await asyncio.sleep(LONG_TIMEOUT_S + 0.3)
+    assert asked.asked == ["What time do you open on Saturday?"] and told.asked == ["My order number is 4572."]
+    assert asked.ends[0] - question_stopped < LONG_TIMEOUT_S / 2 and asker.ended_at_final == 1
+    assert told.ends[0] - statement_stopped >= LONG_TIMEOUT_S and teller.ended_at_final == 0
+
+
+async def test_without_question_ends_at_final_a_question_waits_out_the_pause_tolerance():
+    async with turn_rig(user_speech_timeout=LONG_TIMEOUT_S) as (worker, strategy, ends):
+        stopped = await utterance_heard_late(worker, "What time do you open on Saturday?", utterance_id=1,
+                                             final_after_s=0.05)
+        await asyncio.sleep(LONG_TIMEOUT_S + 0.3)
+    assert ends.ends[0] - stopped >= LONG_TIMEOUT_S and strategy.ended_at_final == 0
+
+
+async def test_a_question_whose_caller_has_gone_on_does_not_end_at_its_final():
+    async with turn_rig(user_speech_timeout=LONG_TIMEOUT_S, question_ends_at_final=True) as (worker, strategy, ends):
+        await utterance_heard_late(worker, "What time do you open?", utterance_id=1, final_after_s=None)
+        # The caller goes on ("...on Saturday") before Whisper's final of the first words is in.
+        await worker.queue_frame(VADUserStartedSpeakingFrame())
+        await worker.queue_frame(FinalTranscriptionFrame(text="What time do you open?", user_id="", timestamp="",
+                                                         utterance_id=1))
+        await asyncio.sleep(0.3)
+        assert ends.ends == []
+        stopped = await utterance_heard_late(worker, "On Saturday?", utterance_id=2, final_after_s=0.05)
+        await asyncio.sleep(0.3)
+    assert ends.asked == ["What time do you open? On Saturday?"] and ends.ends[0] - stopped < LONG_TIMEOUT_S / 2
+
+
+async def test_a_question_ends_at_its_final_only_once_the_final_of_later_words_is_in():
+    async with turn_rig(user_speech_timeout=LONG_TIMEOUT_S, question_ends_at_final=True) as (worker, strategy, ends):
+        await worker.queue_frame(VADUserStartedSpeakingFrame())
+        await worker.queue_frame(PartialTranscriptionFrame(text="Where is the shop?", user_id="", timestamp="",
+                                                           utterance_id=1))
+        await worker.queue_frame(PartialTranscriptionFrame(text="and", user_id="", timestamp="", utterance_id=2))
+        stopped = time.monotonic()
+        await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
+        await worker.queue_frame(FinalTranscriptionFrame(text="Where is the shop?", user_id="", timestamp="",
+                                                         utterance_id=1))
+        await asyncio.sleep(0.3)
+        assert ends.ends == []  # utterance 2's words are still being heard
+        await worker.queue_frame(FinalTranscriptionFrame(text="and when do you open?", user_id="", timestamp="",
+                                                         utterance_id=2))
+        await asyncio.sleep(0.3)
+    assert ends.asked == ["Where is the shop? and when do you open?"]
+    assert ends.ends[0] - stopped < LONG_TIMEOUT_S and strategy.ended_at_final == 1
 
 
 class BotVoice(FrameProcessor):

@@ -194,6 +194,7 @@ def stop_strategies(policy: str, config: BriskConfig, audio_check: SmartTurnChec
         return [AdaptiveUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs,
                                              max_wait_s=config.turn_unfinished_wait_secs,
                                              final_wait_s=config.turn_final_wait_secs,
+                                             question_ends_at_final=config.turn_question_ends_at_final,
                                              audio_check=audio_check if with_audio else None)]
     if policy == "brisk_fixed":
         return [SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]

@@ -29,6 +29,12 @@ words has come for an utterance (``PartialTranscriptionFrame.utterance_id``), it
 for, up to ``final_wait_s`` after the VAD stop (a final with no words is never pushed).
 Subclasses that settle something at the turn end (speculative drafts) override
 ``end_of_turn``, which runs only once the hold is over.
+
+With ``question_ends_at_final``, a finished question ("What time do you open on Saturday?")
+whose final comes after the VAD stop ends the turn at that final instead of waiting out
+``user_speech_timeout`` too: the VAD's own silence (0.3 s) already said the caller paused, and
+a question mark is the one ending Whisper writes only when the words ask something whole. A
+caller who goes on anyway is still heard as one question (``processors/turn_continuation.py``).
 """
 
 from __future__ import annotations
@@ -63,7 +69,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     """Speech-timeout end of turn that waits up to ``max_wait_s`` after the VAD stop for unfinished words."""
 
     def __init__(self, *, max_wait_s: float = 1.0, rules: CompletenessRules | None = None,
-                 audio_check: SmartTurnCheck | None = None, final_wait_s: float = 3.0, **kwargs):
+                 audio_check: SmartTurnCheck | None = None, final_wait_s: float = 3.0,
+                 question_ends_at_final: bool = False, **kwargs):
         """Create the strategy.
 
         Args:
@@ -73,6 +80,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                 partial already heard.
             rules: What counts as unfinished; ``CompletenessRules()`` when None.
             audio_check: Smart Turn, for statements whose words look finished; None = words only.
+            question_ends_at_final: A finished question ends the turn when its final comes
+                after the VAD stop, without the rest of ``user_speech_timeout``.
             **kwargs: ``SpeechTimeoutUserTurnStopStrategy`` arguments (``user_speech_timeout``).
         """
         super().__init__(**kwargs)
@@ -84,6 +93,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self.released_by_timeout = 0
         self.final_wait_s = final_wait_s
         self.waited_for_final = 0
+        self.question_ends_at_final = question_ends_at_final
+        self.ended_at_final = 0
         self.silence = SilenceClock()
         self._finals: list[str] = []
         self._audio: deque[np.ndarray] = deque()
@@ -91,6 +102,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self._sample_rate = 16000
         self._verdict: asyncio.Task | None = None
         self._vad_stop_at: float | None = None
+        self._paused = False  # the VAD stopped and has not started again
         self._hold_task: asyncio.Task | None = None
         self._held_for_words = False  # else for the audio: a later transcript does not release it
         self._end_args: dict = {}
@@ -118,6 +130,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     async def handle_user_turn_stopped(self):
         await super().handle_user_turn_stopped()
+        self._paused = False  # a final that comes now is not this turn's end
         await self._cancel_hold()
         await self._cancel_final_wait()
         self._finals.clear()
@@ -138,8 +151,10 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             await self._cancel_hold()  # the caller went on: the turn is still theirs
             await self._cancel_final_wait()
             self._verdict = None  # it judged the audio up to a pause that is over
+            self._paused = False
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             self._vad_stop_at = time.monotonic()
+            self._paused = True
             if self.audio_check is not None and self._audio:
                 # Judged now, while the timeout runs, so the verdict is in when the turn may end.
                 samples = np.concatenate(self._audio)
@@ -157,7 +172,18 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         if (isinstance(frame, TranscriptionFrame) and self.holding and self._held_for_words
                 and unfinished(self.turn_text, self.rules) is None):
             await self._release("the words are finished now")
+        elif isinstance(frame, FinalTranscriptionFrame) and self._question_answerable_now():
+            self.ended_at_final += 1
+            logger.debug(f"{self}: a finished question's final is in: the turn ends: [{self.turn_text}]")
+            await self.trigger_user_turn_stopped()
         return result
+
+    def _question_answerable_now(self) -> bool:
+        """The caller paused after asking a whole question, and every final of it is in."""
+        text = self.turn_text
+        return (self.question_ends_at_final and self._paused and not self.final_awaited
+                and not self.holding and self._final_wait_task is None and not self._speech_now()
+                and text.endswith("?") and unfinished(text, self.rules) is None)
 
     @property
     def turn_text(self) -> str:
