@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import pytest_asyncio
+from pipecat.transports.base_transport import TransportParams
 
 from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 from agent.caller.call import running_server
@@ -303,6 +304,36 @@ async def test_in_the_browser_the_page_shows_a_person_is_being_connected(agent, 
     assert agent.config.business_definition.transfer_text in transcript
     [call] = calls
     assert call.control.outcome == "transferred" and call.control.transport == "webrtc"
+
+
+async def test_a_caller_who_hangs_up_as_they_are_handed_over_frees_the_line_at_once(agent, tmp_path):
+    # The hand-over ends the call with an EndFrame that plays its words out; the caller who hangs
+    # up then must not hold the line until the output's write to them times out (10 s), and the
+    # other line's call goes on.
+    clip = synthesize_speech("Can I talk to a person, please?", tmp_path / "person.wav", lead_silence=1.0,
+                             tail_silence=0.5)
+    write_timeout_s = TransportParams().audio_out_write_timeout_secs
+    async with running_server(agent.config, agent) as (base_url, app):
+        other = WebRTCCaller(base_url)
+        await other.connect(WavMicrophone(np.zeros(16000 * 60, dtype=np.int16), 16000))
+        caller = WebRTCCaller(base_url)
+        mic = WavMicrophone(clip.samples, 16000)
+        await caller.connect(mic)
+        call, task = app.state.calls.calls[caller.pc_id], app.state.calls.tasks[caller.pc_id]
+        other_task = app.state.calls.tasks[other.pc_id]
+        await asyncio.wait_for(mic.finished.wait(), 30)
+        await caller.wait_until_quiet(time.monotonic(), quiet_secs=1.5, max_secs=30)
+        assert call.control.outcome == "transferred" and not task.done()
+        hung_up = time.monotonic()
+        await caller.close()
+        await asyncio.wait_for(task, write_timeout_s * 2)
+        freed_after_s = time.monotonic() - hung_up
+        still_talking = not other_task.done()
+        await other.close()
+
+    assert freed_after_s < write_timeout_s / 2
+    assert still_talking
+    assert call.latency.turns and call.latency.turns[0]["user_text"]  # the record kept the turn
 
 
 async def test_over_webrtc_goodbye_and_silence_end_the_call_from_the_bots_side(agent, tmp_path):
