@@ -38,7 +38,7 @@ from loguru import logger
 from openai import AsyncOpenAI
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
-from pipecat.frames.frames import InputAudioRawFrame
+from pipecat.frames.frames import CancelFrame, InputAudioRawFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.flows import FlowManager
@@ -151,6 +151,18 @@ class Call:
     idle: IdleCaller | None = None  # the quiet-caller prompts
     greeting: asyncio.Task | None = None  # queueing the greeting, held so the loop keeps it
     recorder: CallRecorder | None = None  # writes the call's record (agent/call_runner.py runs it)
+
+    async def hang_up(self, reason: str) -> None:
+        """The caller is gone: end the call now, even while the bot's own ending still plays out.
+
+        pipecat's worker takes the CancelFrame only once an EndFrame already queued (a hand-over,
+        a goodbye, silence) has played out (pipecat issue #3757), and the output writes that
+        audio to a peer that reads no more until its 10 s write timeout, the line held all the
+        while. Pushed from the transport's input, the first processor, the cancel overtakes it,
+        as a system frame does."""
+        await self.worker.cancel(reason=reason)
+        if self.control is not None and self.control.ended_by is not None:
+            await self.processors[0].push_frame(CancelFrame(reason=reason))
 
     def greet(self) -> None:
         """Say the business's greeting now (a transport calls it once its caller is connected)."""

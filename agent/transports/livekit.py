@@ -389,11 +389,11 @@ async def run_room(
     async def on_participant_disconnected(_transport, participant_id):
         if not transport.get_participants():
             logger.info(f"room {job.room}: {participant_id} left, nobody else is here")
-            await call.worker.cancel(reason="the caller left")
+            await call.hang_up(reason="the caller left")
 
     @transport.event_handler("on_disconnected")
     async def on_disconnected(_transport):
-        await call.worker.cancel(reason="disconnected from the room")
+        await call.hang_up(reason="disconnected from the room")
 
     unjoined: list[str] = []
 

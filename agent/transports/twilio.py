@@ -227,7 +227,7 @@ class PhoneCall:
         """Cancel the pipeline once, from its own task: the caller may be the input transport."""
         if self._ending is None:
             logger.info(f"call {self.start.call_sid}: {reason}, ending the call")
-            self._ending = asyncio.get_running_loop().create_task(self.call.worker.cancel(reason=reason))
+            self._ending = asyncio.get_running_loop().create_task(self.call.hang_up(reason))
 
     async def send_mark(self, record: dict) -> None:
         # A mark after a complete answer: Twilio echoes it once the phone has played that far.

@@ -34,7 +34,7 @@ from pipecat.transports.smallwebrtc.request_handler import (
     SmallWebRTCRequest,
     SmallWebRTCRequestHandler,
 )
-from pipecat.frames.frames import CancelFrame, EndFrame
+from pipecat.frames.frames import EndFrame
 from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.transports.base_transport import TransportParams
 from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
@@ -148,14 +148,7 @@ class CallManager:
         @transport.event_handler("on_client_disconnected")
         async def on_client_disconnected(_transport, _client):
             logger.info(f"call {pc_id}: client disconnected, ending the call")
-            await call.worker.cancel(reason="client disconnected")
-            if control.ended_by is not None:
-                # The bot was ending the call (a hand-over, a goodbye, silence): pipecat's worker
-                # takes the CancelFrame only once that EndFrame has played out (pipecat issue
-                # #3757), and the output writes its last audio to a peer that reads no more until
-                # its 10 s write timeout, the line held all the while. Pushed from the input
-                # transport, the cancel overtakes it, as a system frame does.
-                await transport.input().push_frame(CancelFrame(reason="client disconnected"))
+            await call.hang_up(reason="client disconnected")
 
         async def run():
             try:
