@@ -222,6 +222,9 @@ class BriskConfig(BaseSettings):
     fast_path: bool = Field(
         True, description="Answer the business file's frequent questions (intents) from its facts, without the LLM."
     )
+    understanding: Literal["meaning", "words"] = Field(
+        "meaning", description="How a caller's words find the business's facts: meaning (a sentence-embedding model) and words, or words alone."
+    )
     llm_grounding: bool = Field(
         True, description="Give the LLM the business facts each question is about, and the caller's date, next to it."
     )

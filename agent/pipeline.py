@@ -128,6 +128,7 @@ class Resources:
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
     stock_whisper: object | None = None  # faster_whisper.WhisperModel for the stock pipelines (Runtime.load_stock_whisper)
+    embedder: object | None = None  # agent.business.embedder.SentenceEmbedder, with BRISK_UNDERSTANDING=meaning
     extra: dict = field(default_factory=dict)
 
 
@@ -334,11 +335,12 @@ def make_tts(
     )
 
 
-def make_facts(config: BriskConfig, flavor: Flavor) -> FactIndex | None:
-    """Brisk's index of the business facts, one per call for the fast path, grounding and check."""
+def make_facts(config: BriskConfig, flavor: Flavor, embedder=None) -> FactIndex | None:
+    """Brisk's index of the business facts, one per call for the fast path, grounding and check;
+    by meaning too when the runtime loaded the embedder (its sentences are embedded once per process)."""
     if flavor != "brisk":
         return None
-    return FactIndex(config.business_definition, limit=config.llm_fact_lines)
+    return FactIndex(config.business_definition, limit=config.llm_fact_lines, embedder=embedder)
 
 
 def make_fast_path(
@@ -350,7 +352,7 @@ def make_fast_path(
     """Brisk answers the business's frequent questions from its facts and routes its requests to
     its tools (agent/tools/router.py); stock asks the LLM."""
     business = config.business_definition
-    if facts is None or not config.fast_path or not business.intents:
+    if facts is None or not config.fast_path or not (business.intents or facts.meaning):
         return None
     matcher = IntentMatcher(business, facts=facts if config.llm_grounding else None)
     return FastPathResponder(ToolRouter(matcher, tools) if tools else matcher, speculative_audio=speculative_audio)
@@ -407,7 +409,7 @@ def build_call(
     speculative_audio = make_speculative_audio(config, speculation)
     barge_in = make_barge_in(config) if flavor == "brisk" else None
     turn_strategies = make_turn_strategies(config, flavor, speculation, resources.turn_check)
-    facts = make_facts(config, flavor)
+    facts = make_facts(config, flavor, resources.embedder)
     fast_path = make_fast_path(config, facts, speculative_audio, tools)
     grounding = make_grounding(config, facts)
     audio = (CallAudio(recording_path(config.data_dir / "recordings", control.call_id))

@@ -56,6 +56,7 @@ class Runtime:
             "llm": {"ready": False, "embedded": config.embedded_llm},
         }
         self.error: str | None = None
+        self.embedder = None  # agent.business.embedder.SentenceEmbedder (BRISK_UNDERSTANDING=meaning)
 
     async def start(self) -> None:
         """Prepare and load everything; raises with a clear message if a part cannot start."""
@@ -89,6 +90,7 @@ class Runtime:
         hibari_voice = await asyncio.to_thread(self._load_tts)
         self._components["tts"]["ready"] = True
         turn_check = await asyncio.to_thread(self._load_turn_check)
+        self.embedder = await asyncio.to_thread(self._load_embedder)
         # After the models: threadpoolctl reaches only the BLAS libraries loaded by then.
         self.blas_threads_at_start = blas_threads()  # what stock pipecat runs with (the bench's stock sides)
         limit_blas_threads(config.blas_threads)
@@ -134,6 +136,7 @@ class Runtime:
             store=store,
             records=records,
             turn_check=turn_check,
+            embedder=self.embedder,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
 
@@ -174,13 +177,26 @@ class Runtime:
         """The business's intents and facts, shared by every call's transcripts (None: no fast
         path or no intents to ask)."""
         config = self.config
-        if not (config.fast_path and config.business_definition.intents):
+        if not (config.fast_path and (config.business_definition.intents or self.embedder)):
             return None
         from agent.business.facts import FactIndex
         from agent.business.intents import IntentMatcher
 
         business = config.business_definition
-        return IntentMatcher(business, facts=FactIndex(business))
+        return IntentMatcher(business, facts=FactIndex(business, embedder=self.embedder))
+
+    def _load_embedder(self):
+        """The sentence-embedding model every call's understanding shares (None: by words alone)."""
+        if self.config.understanding != "meaning":
+            return None
+        from agent.business.embedder import load_embedder
+
+        embedder = load_embedder(str(self.config.models_dir) if self.config.models_dir else None)
+        # The business's own sentences, embedded now rather than on the first caller's turn.
+        from agent.business.facts import FactIndex
+
+        FactIndex(self.config.business_definition, embedder=embedder)
+        return embedder
 
     def _load_whisper(self, path):
         from processors.whisper_engine import WhisperEngine

@@ -152,3 +152,31 @@ class AnswerCheckMixin:
         if said and self._unsupported_text.lower().startswith(said.lower()):
             return self._after_said(self._unsupported_text[len(said):].lstrip())
         return self._after_said(self._unsupported_text)
+
+
+def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, unsupported_text: str,
+                   person_offer: str = "") -> str:
+    """What the caller hears of a whole ``answer`` (the mixin's rules without frames): the text up
+    to the first clause the check refuses, then ``unsupported_text``; an answer that cannot help
+    and offers no one, followed by ``person_offer``. For answers that are not streamed (the FAQ
+    suite's text runs)."""
+    said, start = "", 0
+    ends = [m.end() for m in _CLAUSE_END.finditer(answer)] + [len(answer)]
+    for end in ends:
+        candidate = answer[:end]
+        opening = _YES_NO_OPENING.match(candidate) if not said else None
+        if opening and end < len(answer) and not _SENTENCE_END.search(candidate[opening.end():].lstrip(" ,.!?")):
+            continue  # "Yes," alone says nothing to hold to a fact: judge its sentence
+        if end <= start or not candidate[start:].strip():
+            continue
+        if not answer_check(question, candidate):
+            kept = said.strip()
+            rest = unsupported_text
+            if kept and unsupported_text.lower().startswith(kept.lower()):
+                rest = unsupported_text[len(kept):].lstrip()
+            return f"{kept} {rest}".strip()
+        said, start = candidate, end
+    said = said.strip()
+    if person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
+        said = f"{said} {person_offer}"
+    return said

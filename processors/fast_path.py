@@ -26,6 +26,7 @@ seen is dropped unanswered (processors/withdrawn_drafts.py).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -59,17 +60,22 @@ class FastAnswer:
     arguments: dict = field(default_factory=dict, compare=True, hash=False)
 
 
-AnswerFor = Callable[[str], FastAnswer | None]
+# (the caller's last words, their turn before it or "") -> the answer, or None for the LLM. The
+# turn before is what a follow-up leans on ("And on Sunday?").
+AnswerFor = Callable[..., FastAnswer | None]
 
 
 def last_user_text(frame: LLMContextFrame) -> str:
     return last_user_words(frame.context)
 
 
-def last_user_words(context) -> str:
-    """The caller's last words in ``context`` (an ``LLMContext``), or ""."""
+def last_user_words(context, back: int = 0) -> str:
+    """The caller's last words in ``context`` (an ``LLMContext``), or ""; ``back=1``: their turn before."""
     for message in reversed(context.get_messages()):
         if isinstance(message, dict) and message.get("role") == "user":
+            if back:
+                back -= 1
+                continue
             content = message.get("content")
             if isinstance(content, str):
                 return content
@@ -104,7 +110,7 @@ class FastPathResponder(FrameProcessor):
                 logger.debug(f"{self}: a draft arrived after its cancel; not answered")
                 return
             if isinstance(frame, LLMContextFrame):
-                answer = self._answer(frame)
+                answer = await self._answer(frame)
                 if answer is not None:
                     self._context = frame.context
                     if frame.speculation and not self._turn_ended:
@@ -140,10 +146,13 @@ class FastPathResponder(FrameProcessor):
             self._audio.discard("the fast path's held answer was dropped")
         self._held = None
 
-    def _answer(self, frame: LLMContextFrame) -> FastAnswer | None:
+    async def _answer(self, frame: LLMContextFrame) -> FastAnswer | None:
         text = last_user_text(frame)
         try:
-            answer = self._answer_for(text) if text.strip() else None
+            # Off the event loop: understanding a turn's words by meaning runs a small model
+            # (~8 ms), which must not hold up every other call's audio.
+            earlier = last_user_words(frame.context, back=1)
+            answer = await asyncio.to_thread(self._answer_for, text, earlier=earlier) if text.strip() else None
         except Exception as error:  # a bad template must cost the fast path, not the call
             logger.exception(f"{self}: fast path failed on [{text}]: {error}")
             return None

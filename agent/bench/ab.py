@@ -229,9 +229,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "turns: end-of-turn policies on the same audio, false cut-offs and delay "
                              "(JSON key \"turns\", agent/bench/turns.py); threads: the embedded LLM's speed per "
                              "thread count, alone and next to Whisper (JSON key \"threads\", agent/bench/threads.py)")
+    parser.add_argument("--business", action="append", default=None, metavar="FILE",
+                        help="--suite faq: the business file to ask, with its questions beside it (shop.yaml -> "
+                             "shop.faq.yaml); repeat for several (default: the shipped Harbor Lane Bikes)")
+    parser.add_argument("--questions", default=None, metavar="FILE",
+                        help="--suite faq: the questions file, for one --business (default: beside the business file)")
+    parser.add_argument("--text", action="store_true",
+                        help="--suite faq: the questions as text only, no calls (a minute, not half an hour)")
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
-        parser.error("--suite faq takes --llm, --turns and --json only")
+        parser.error("--suite faq takes --llm, --turns, --business, --questions, --text and --json only")
+    if args.suite != "faq" and (args.business or args.questions or args.text):
+        parser.error("--business, --questions and --text are for --suite faq")
+    if args.questions and len(args.business or []) > 1:
+        parser.error("--questions goes with one --business")
     if args.suite == "turns" and (args.quick or args.concurrency or args.llm):
         parser.error("--suite turns takes --turns and --json only")
     if args.suite == "threads" and (args.quick or args.concurrency or args.llm or args.turns):
@@ -300,11 +311,20 @@ def _faq_main(args: argparse.Namespace, started: float) -> int:
     from agent.bench import faq
 
     machine = machine_info()
-    suite = asyncio.run(faq.run_faq(llm=args.llm, turns=args.turns, log=_log))
+    suites = []
+    for business in args.business or [None]:
+        suite = asyncio.run(faq.run_faq(llm=args.llm, turns=args.turns, log=_log, business=business,
+                                        questions=args.questions, text_only=args.text))
+        print(faq.format_faq(suite))
+        print()
+        suites.append(suite)
     machine["wall_s"] = round(time.monotonic() - started, 1)
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(faq.format_faq(suite))
-    _write_json({"faq": suite, "machine": machine}, args.json_path)
+    # One business: its result is "faq" itself, as before; several: one per business, and a summary.
+    result = suites[0] if len(suites) == 1 else {"businesses": suites}
+    result["summary"] = faq.summary_by_business(suites)
+    print(faq.format_summary(result["summary"]))
+    _write_json({"faq": result, "machine": machine}, args.json_path)
     return 0
 
 

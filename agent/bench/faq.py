@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from contextlib import AsyncExitStack
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 
 from agent.bench.calls import start_rig
 from agent.bench.corpus import WARMUP, render
-from agent.bench.faq_questions import QUESTIONS, FaqQuestion, expectations
+from agent.bench.faq_questions import FaqQuestion, expectations, load_questions, questions_path
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.bench.tasks import measure_llm_tools, run_tasks
@@ -72,12 +74,13 @@ def says_dont_know(text: str) -> bool:
     return bool(_DONT_KNOW.search(text)) and bool(_OFFERS_PERSON.search(text))
 
 
-def grade(question: FaqQuestion, answer: str | None, *, now: datetime | None = None) -> str:
-    """One of ``OUTCOMES`` for ``answer`` to ``question`` (see the module docstring)."""
+def grade(question: FaqQuestion, answer: str | None, *, now: datetime | None = None, business=None) -> str:
+    """One of ``OUTCOMES`` for ``answer`` to ``question`` about ``business`` (the shipped shop
+    when None; see the module docstring)."""
     if not answer or not answer.strip():
         return "no_answer"
     text = normalize(answer)
-    must, must_not = expectations(question, now)
+    must, must_not = expectations(question, now, business)
     if any(_holds(text, fact) for fact in must_not):
         return "wrong"
     if question.unknown:
@@ -106,69 +109,85 @@ def summarize(turns: list[dict]) -> dict:
     }
 
 
-async def run_faq(*, llm: str, turns: int | None, log) -> dict:
-    """The spoken suite, both sides; see the module docstring."""
-    questions = list(QUESTIONS[:turns] if turns else QUESTIONS)
-    clips = [render(q.utterance) for q in questions]
-    warmup = render(WARMUP)
+async def run_faq(*, llm: str, turns: int | None, log, business: str | None = None, questions: str | None = None,
+                  text_only: bool = False) -> dict:
+    """The suite for one business (the shipped shop when None) with its questions file (beside it
+    when None), both sides; see the module docstring. ``text_only``: the questions as text alone."""
+    questions_file = Path(questions) if questions else questions_path(business)
+    asked = load_questions(questions_file)
+    asked = list(asked[:turns] if turns else asked)
     scripted = llm == "scripted"
     async with AsyncExitStack() as stack:
+        overrides = {"business": business} if business else {}
         if scripted:
             from agent.bench.scripted_llm import ScriptedLLM
             from agent.caller.loopback import serve_app
 
             scripted_llm = ScriptedLLM(ttft_s=0.3, tokens_per_s=30.0)
             llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
-            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted", **overrides)
         else:
             scripted_llm = None
-            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
-        log(f"faq: starting the runtime ({llm} LLM) ...")
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS, **overrides)
+        log(f"faq: {config.business_definition.name}, {len(asked)} questions ({questions_file.name}); "
+            f"starting the runtime ({llm} LLM) ...")
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
         await runtime.start()
+        now = datetime.now(config.business_definition.zone)
+        text = await measure_text(runtime, config, asked, now, log)
+        understanding = measure_understanding(runtime, asked)
+        if text_only:
+            return _result(config, runtime, llm, asked, now, text=text, understanding=understanding)
+        clips = [render(q.utterance) for q in asked]
         rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
         for flavor in FLAVORS:
-            await rig.call(flavor, warmup)
+            await rig.call(flavor, render(WARMUP))
         counted = runtime.resources.whisper_scheduler.counts
         before = counted.copy()
 
-        now = datetime.now(config.business_definition.zone)
         results: list[dict] = []
-        for i, (question, clip) in enumerate(zip(questions, clips)):
+        for i, (question, clip) in enumerate(zip(asked, clips)):
             for flavor in FLAVORS if i % 2 == 0 else FLAVORS[::-1]:
                 turn = await rig.call(flavor, clip)
-                turn["grade"] = grade(question, turn["bot_text"] if turn["answered"] else None, now=now)
+                turn["grade"] = grade(question, turn["bot_text"] if turn["answered"] else None, now=now,
+                                      business=config.business_definition)
                 turn["unknown"] = question.unknown
                 results.append(turn)
                 log(f"[{len(results)}/{2 * len(clips)}] {flavor:5} {question.id:22} {turn['grade']:10} "
                     f"v2v {fmt(turn['v2v_ms']):>5} ms  heard {turn['user_text']!r} -> {turn['bot_text']!r}")
         # What the second opinion heard again over the calls (Brisk's side; stock has its own Whisper).
         reviews = {k: v for k, v in (counted - before).items() if k.startswith("review")}
-        text = await measure_text(runtime, config, questions, now)
-        log("faq: task scenarios (tools and the booking flow) ...")
-        tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
-        llm_tools = None if scripted else await measure_llm_tools(runtime, config, lambda: _router(config))
+        tasks = llm_tools = None
+        if {"lookup_order", "book_rental"} <= set(config.business_definition.tools):
+            # The task scenarios are the shipped shop's (an order, a rental): a business with those tools.
+            log("faq: task scenarios (tools and the booking flow) ...")
+            tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)
+            llm_tools = None if scripted else await measure_llm_tools(runtime, config, lambda: _router(config, runtime))
         scheduler = runtime.resources.whisper_scheduler
-        asr = await asyncio.to_thread(measure_asr, config, questions, clips, scheduler.recognised,
+        asr = await asyncio.to_thread(measure_asr, config, asked, clips, scheduler.recognised,
                                       scheduler.about_the_business)
 
     by_side = {flavor: [t for t in results if t["side"] == flavor] for flavor in FLAVORS}
+    return _result(config, runtime, llm, asked, now, text=text, understanding=understanding,
+                   sides={flavor: summarize(by_side[flavor]) for flavor in FLAVORS}, second_opinion=reviews,
+                   tasks=tasks, llm_tools=llm_tools, asr=asr, turns=results)
+
+
+def _result(config, runtime, llm: str, asked: list[FaqQuestion], now: datetime, *, sides: dict | None = None,
+            **parts) -> dict:
     return {
-        **{flavor: summarize(by_side[flavor]) for flavor in FLAVORS},
-        "second_opinion": reviews,
-        "text": text,
-        "tasks": tasks,
-        "llm_tools": llm_tools,
-        "asr": asr,
-        "turns": results,
+        **(sides or {}),
+        **parts,
         "config": {
             "llm": llm,
             "llm_model": runtime.resources.llm_model if runtime.resources else None,
             "whisper_model": config.whisper_model,
-            "questions": len(questions),
-            "unknown_questions": sum(1 for q in questions if q.unknown),
+            "understanding": config.understanding,
+            "questions": len(asked),
+            "unknown_questions": sum(1 for q in asked if q.unknown),
             "business": str(config.business or "harbor_lane_bikes.yaml (shipped)"),
+            "business_name": config.business_definition.name,
             "date": now.date().isoformat(),
             "grading": "wrong: a fact it must not state, or no don't-know-and-a-person for a question the "
                        "file does not answer; correct: every fact it must state; dont_know: says so and "
@@ -179,19 +198,34 @@ async def run_faq(*, llm: str, turns: int | None, log) -> dict:
     }
 
 
-async def measure_text(runtime, config, questions: list[FaqQuestion], now: datetime) -> dict:
+def measure_understanding(runtime, questions: list[FaqQuestion]) -> dict | None:
+    """What understanding by meaning costs: the model's load time and size, and the time to embed
+    one caller's turn (each question once, on the calls' own BLAS thread count)."""
+    embedder = runtime.resources.embedder
+    if embedder is None:
+        return None
+    times = []
+    for q in questions:
+        started = time.perf_counter()
+        embedder.embed([q.utterance.text])
+        times.append((time.perf_counter() - started) * 1000)
+    return {"model": "all-MiniLM-L6-v2", "load_ms": round(embedder.load_ms), "megabytes": round(embedder.megabytes),
+            "ms_per_turn": percentiles(times)}
+
+
+async def measure_text(runtime, config, questions: list[FaqQuestion], now: datetime, log=None) -> dict:
     """The same questions as text, no audio: what each side answers when nothing is misheard.
 
-    Brisk: the fast path, else the LLM with the question's facts before it, its whole answer
-    then held to them (in a call the check runs a clause at a time). Stock: the LLM with the
-    system prompt alone. One request per question and side, the same settings as the calls.
+    Brisk: the fast path (the call's router, with its tools), else the LLM with the question's
+    facts before it, its answer then held to them as a call holds it (``checked_answer``).
+    Stock: the LLM with the system prompt alone. One request per question and side, the same
+    settings as the calls. Per turn: which path answered Brisk (fast_path, tool, llm).
     """
-    from agent.business.facts import FactIndex
-    from agent.business.intents import IntentMatcher
+    from processors.answer_check import checked_answer
 
     business = config.business_definition
-    facts = FactIndex(business, limit=config.llm_fact_lines)
-    matcher = IntentMatcher(business, facts=facts)
+    router = _router(config, runtime)
+    facts = router.matcher._facts
     client, model = runtime.resources.llm_client, runtime.resources.llm_model
 
     async def llm(messages):
@@ -205,18 +239,31 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
         system = {"role": "system", "content": config.system_prompt}
         user = {"role": "user", "content": asked}
         stock = await llm([system, user])
-        fast = matcher(asked)
-        if fast is not None:
-            brisk = fast.text
+        fast = router(asked)
+        if fast is not None and fast.tool is not None:
+            brisk, path = _tool_said(fast, business), "tool"
+        elif fast is not None:
+            brisk, path = fast.text, "fast_path"
         else:
-            brisk = await llm([system, {"role": "system", "content": facts.grounding(asked)}, user])
-            if not facts.supports(asked, brisk):
-                brisk = business.unknown_answer
+            answer = await llm([system, {"role": "system", "content": facts.grounding(asked)}, user])
+            brisk, path = checked_answer(facts.supports, asked, answer, unsupported_text=business.unknown_answer,
+                                         person_offer=business.person_offer), "llm"
         for side, answer in (("stock", stock), ("brisk", brisk)):
-            turns.append({"utterance": q.id, "side": side, "bot_text": answer, "grade": grade(q, answer, now=now),
+            outcome = grade(q, answer, now=now, business=business)
+            turns.append({"utterance": q.id, "side": side, "asked": asked, "bot_text": answer, "grade": outcome,
+                          "path": path if side == "brisk" else "llm",
                           "fast_path": fast.intent if side == "brisk" and fast else None})
+            if log and side == "brisk":
+                log(f"text {q.id:24} {outcome:10} {path:9} {asked!r} -> {answer!r}")
     return {side: {o: sum(1 for t in turns if t["side"] == side and t["grade"] == o) for o in OUTCOMES}
             for side in FLAVORS} | {"turns": turns}
+
+
+def _tool_said(answer, business) -> str:
+    """What a tool turn says as text, without running it: a hand-over says the transfer line, a
+    goodbye the goodbye (a question that wanted a fact and got a tool is graded on that)."""
+    said = {"transfer_to_human": business.transfer_text, "end_call": business.goodbye}.get(answer.tool, "")
+    return f"{answer.text} {said}".strip() or f"({answer.tool})"
 
 
 def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=None, about_the_business=None) -> dict:
@@ -278,7 +325,8 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
     return results
 
 
-def _router(config):
+def _router(config, runtime=None):
+    """A call's fast path as the pipeline builds it (agent/pipeline.py), without a call."""
     from agent.business.facts import FactIndex
     from agent.business.intents import IntentMatcher
     from agent.call_control import CallControl
@@ -286,17 +334,23 @@ def _router(config):
     from agent.tools.router import ToolRouter
 
     business = config.business_definition
-    return ToolRouter(IntentMatcher(business, facts=FactIndex(business)), CallTools(business, None, CallControl()))
+    embedder = getattr(runtime.resources, "embedder", None) if runtime is not None else None
+    facts = FactIndex(business, limit=config.llm_fact_lines, embedder=embedder)
+    return ToolRouter(IntentMatcher(business, facts=facts), CallTools(business, None, CallControl()))
 
 
 def format_faq(result: dict) -> str:
     """The README table: per side, the grades and the latencies."""
-    lines = [
-        "| side | questions | correct | wrong | don't know | incomplete | no answer | fast-path hits | "
-        "v2v P50/P95 fast path (ms) | v2v P50/P95 LLM (ms) | v2v P50/P95 speculative LLM (ms) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for flavor in FLAVORS:
+    config = result.get("config")
+    lines = [f"{config['business_name']}: {config['questions']} questions "
+             f"({config['unknown_questions']} the file does not answer)", ""] if config else []
+    if "brisk" in result:
+        lines += [
+            "| side | questions | correct | wrong | don't know | incomplete | no answer | fast-path hits | "
+            "v2v P50/P95 fast path (ms) | v2v P50/P95 LLM (ms) | v2v P50/P95 speculative LLM (ms) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    for flavor in FLAVORS if "brisk" in result else ():
         s = result[flavor]
         v = s["v2v_ms"]
 
@@ -309,10 +363,17 @@ def format_faq(result: dict) -> str:
             f"{pair(v['fast_path'])} | {pair(v['llm'])} | {pair(v['llm_speculative'])} |"
         )
     if "text" in result:
-        lines += ["", "| the questions as text (no ASR) | correct | wrong | don't know | incomplete |", "|---|---|---|---|---|"]
+        lines += ["", "| the questions as text (no ASR) | correct | wrong | don't know | incomplete | Brisk's paths |",
+                  "|---|---|---|---|---|---|"]
         for flavor in FLAVORS:
             t = result["text"][flavor]
-            lines.append(f"| {flavor} | {t['correct']} | {t['wrong']} | {t['dont_know']} | {t['incomplete']} |")
+            paths = [turn["path"] for turn in result["text"].get("turns", ()) if turn["side"] == flavor]
+            said = ", ".join(f"{p} {paths.count(p)}" for p in dict.fromkeys(paths)) if flavor == "brisk" else ""
+            lines.append(f"| {flavor} | {t['correct']} | {t['wrong']} | {t['dont_know']} | {t['incomplete']} | {said} |")
+    if result.get("understanding"):
+        u = result["understanding"]
+        lines += ["", f"Understanding by meaning ({u['model']}): {u['megabytes']} MB, loaded in {u['load_ms']} ms; "
+                      f"{fmt(u['ms_per_turn']['p50'])} ms per turn (P50), {fmt(u['ms_per_turn']['p95'])} (P95)."]
     if result.get("tasks"):
         tasks = result["tasks"]
         lines += ["", "| task (Brisk, spoken) | done | turns | v2v per turn (ms) | filler |", "|---|---|---|---|---|"]
@@ -327,10 +388,36 @@ def format_faq(result: dict) -> str:
             t["requests"], t["requests"] - t["needs_a_tool"]), "|---|---|---|---|",
             f"| embedded LLM, tools offered | {t['llm']['right']} | {t['llm']['parsed_as_tool_calls']} | {t['llm']['called_when_none_needed']} |",
             f"| Brisk's intent router | {t['router']['right']} | - | {t['router']['called_when_none_needed']} |"]
-    lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
-    for key, asr in result["asr"].items():
+    if result.get("asr"):
+        lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
+    for key, asr in (result.get("asr") or {}).items():
         if "error" in asr:
             lines.append(f"| {key} | unavailable: {asr['error']} | | |")
         else:
             lines.append(f"| {key} | {asr['wer']:.3f} | {100 * asr['intent_agreement']:.0f}% | {asr['fast_path_matches']} |")
+    return "\n".join(lines)
+
+
+def summary_by_business(suites: list[dict]) -> dict:
+    """Per business: Brisk's right / wrong / don't know, spoken (when the calls ran) and as text."""
+    summary = {}
+    for suite in suites:
+        name = suite["config"]["business_name"]
+        row = {"questions": suite["config"]["questions"], "unknown_questions": suite["config"]["unknown_questions"]}
+        for source, counts in (("spoken", suite.get("brisk")), ("text", (suite.get("text") or {}).get("brisk"))):
+            if counts:
+                row[source] = {"right": counts["correct"], "wrong": counts["wrong"], "dont_know": counts["dont_know"],
+                               "incomplete": counts["incomplete"], "no_answer": counts.get("no_answer", 0)}
+        summary[name] = row
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    lines = ["| business (Brisk) | questions | spoken: right / wrong / don't know | text: right / wrong / don't know |",
+             "|---|---|---|---|"]
+    for name, row in summary.items():
+        def cell(source):
+            c = row.get(source)
+            return f"{c['right']} / {c['wrong']} / {c['dont_know']}" if c else "-"
+        lines.append(f"| {name} | {row['questions']} | {cell('spoken')} | {cell('text')} |")
     return "\n".join(lines)

@@ -41,6 +41,8 @@ _STOP = frozenset(
     "need needs".split()
 )
 NO_FACTS = "There is no fact about this."
+# A fact line at least this close in meaning to a question is retrieved for it.
+RELEVANT_NEAR = 0.45
 # Words that ask for a kind of fact, beyond the fact's own words.
 _ASKS = {
     "hours": "open opening opens close closed closing closes hours hour time when today tomorrow tonight now weekend",
@@ -106,11 +108,19 @@ def facts_of(business: Business) -> list[Fact]:
 class FactIndex:
     """The business's facts, ready to be looked up by a question."""
 
-    def __init__(self, business: Business, *, limit: int = 3, clock: Callable[[], datetime] | None = None):
-        """Args: limit: most fact lines returned for one question; clock: now (aware), the wall clock when None."""
+    def __init__(self, business: Business, *, limit: int = 3, clock: Callable[[], datetime] | None = None,
+                 embedder=None):
+        """Args: limit: most fact lines returned for one question; clock: now (aware), the wall clock
+        when None; embedder: a ``SentenceEmbedder``, to find facts by meaning as well as by words
+        (``meaning``; None: by words only)."""
         self.business = business
         self._clock = clock or (lambda: datetime.now(business.zone))
         self.facts = facts_of(business)
+        self.meaning = None
+        if embedder is not None:
+            from agent.business.meaning import MeaningIndex
+
+            self.meaning = MeaningIndex(business, [(f.topic, f.line) for f in self.facts], embedder)
         self.limit = limit
         self.noun = business.kind.split()[-1] if business.kind else "business"
         self.self_words = frozenset(_words(business.name) | {self.noun.lower()} | _SELF)
@@ -156,7 +166,13 @@ class FactIndex:
         the right days; it is never in the system prompt, which must stay the same bytes.
         """
         ranked: list[Fact] = []
-        for _, fact in sorted(self.scores(question), key=lambda pair: -pair[0]):
+        candidates = [fact for _, fact in sorted(self.scores(question), key=lambda pair: -pair[0])]
+        if self.meaning is not None:
+            # The lines nearest in meaning first ("shut" is "close"), then those sharing its words.
+            by_line = {fact.line: fact for fact in self.facts}
+            near = [by_line[line] for _, _, line in self.meaning.fact_lines(question, floor=RELEVANT_NEAR)]
+            candidates = list(dict.fromkeys(near + candidates))
+        for fact in candidates:
             # At most two lines of one topic, so a question that touches two topics gets both.
             if len(ranked) < self.limit and sum(1 for f in ranked if f.topic == fact.topic) < 2:
                 ranked.append(fact)
@@ -304,6 +320,7 @@ def numbers_in(text: str) -> set[str]:
 
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_CLAUSES = re.compile(r"[,.;:!?]")
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
 
 
@@ -350,7 +367,9 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
             return False
     # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
     # question's own words; "Yes, we repair electric scooters." only echoes the question.
-    asked = comparison_words(question)
+    # The question is the turn's last clause: "I'm catching the ferry, can I leave my bike here?"
+    # asks yes or no as plainly as "Can I leave my bike here?".
+    asked = comparison_words(next((c for c in reversed(_CLAUSES.split(question)) if len(c.split()) >= 2), question))
     said = comparison_words(answer)
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file

@@ -35,8 +35,9 @@ from difflib import SequenceMatcher
 
 import jellyfish
 
+from agent.business.meaning import ABOUT, ASK_LLM, NOTHING_NEAR
 from agent.business.facts import FactIndex, asked_items, item_words, numbers_as_digits, same_word
-from agent.business.model import WEEKDAYS, Business
+from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.prompt import opening_hours, spoken_hours, spoken_time
 from processors.fast_path import FastAnswer
 from processors.turns.comparison_form import comparison_words
@@ -72,6 +73,25 @@ _FUNCTION_WORDS = frozenset(
 _DAY_WORDS = frozenset({*WEEKDAYS, *(f"{d}s" for d in WEEKDAYS), "today", "tonight", "tomorrow", "now", "weekend"})
 
 
+# Tools that open a task of several steps: a question about the task is not a request to start it.
+_TASK_TOOLS = frozenset({"book_rental"})
+
+# How a fact kind is answered when the file wrote no intent for it (the file's own intent of that
+# name wins): the implicit intents are matched by meaning alone, so their keywords and examples
+# are placeholders the model requires.
+_IMPLICIT_ANSWERS = {"hours": "{hours}", "address": "We're at {address}.", "phone": "Our phone number is {phone}."}
+
+
+def implicit_intents(business: Business) -> dict[str, Intent]:
+    """An answer for every kind of fact the file holds: hours, address, phone, prices, each policy."""
+    answers = dict(_IMPLICIT_ANSWERS)
+    if business.prices:
+        answers["prices"] = "{price}"
+    for topic in business.policies:
+        answers[topic] = f"{{policies[{topic}]}}."
+    return {name: Intent(keywords=[name], examples=[name], answer=answer) for name, answer in answers.items()}
+
+
 def content_words(text: str, items: frozenset[str] = frozenset(), keep: frozenset[str] = frozenset()) -> list[str]:
     """The words that carry the question, any day as "day" and a run of item words as one "item".
 
@@ -94,6 +114,9 @@ def content_words(text: str, items: frozenset[str] = frozenset(), keep: frozense
 
 
 _NOW_WORDS = {"now", "currently", "moment"}
+_WEEKEND_WORDS = {"weekend", "weekends"}
+_DAY_SPAN = re.compile(rf"\b({'|'.join(WEEKDAYS)})s? (?:to|through|till|until|thru) ({'|'.join(WEEKDAYS)})s?\b")
+_WEEKDAY_WORDS = {"weekday", "weekdays", "workday", "workdays"}
 
 
 def _written(word: str) -> str:
@@ -120,6 +143,9 @@ class IntentMatcher:
         self.business = business
         self._clock = clock or (lambda: datetime.now(business.zone))
         self._facts = facts
+        self._meaning = facts.meaning if facts is not None else None
+        # Every fact kind is answerable whether or not the file wrote an intent for it.
+        self.intents = {**implicit_intents(business), **business.intents}
         # Any priced item is the same word to the matcher: "a tune-up" is "a city bike rental".
         self._items = frozenset(w for item in business.prices for w in item_words(item))
         self._keywords = {
@@ -142,7 +168,23 @@ class IntentMatcher:
         Metaphone keys), so a mishearing that keeps the sound ("tuna" for "tune", "chipping"
         for "shipping") still finds its intent. Both rules need a keyword and a close example.
         """
-        return self._match(text, _written) or (self._match(text, _sound) if self.sounds_alike else None)
+        found = (self._match(text, _written) or self._meant(text)
+                 or (self._match(text, _sound) if self.sounds_alike else None))
+        if found and self.intents[found[0]].tool in _TASK_TOOLS and asks_rather_than_requests(text):
+            return self._meant(text)  # about the task, not a request to start it
+        return found
+
+    def _meant(self, text: str) -> tuple[str, float] | None:
+        """The topic the words are about by meaning (agent/business/meaning.py), when close and clear.
+
+        A question about a task ("What do I need to rent a bike?") is about its facts, not a
+        request to start it: a tool that opens a multi-step task is left out for questions."""
+        if self._meaning is None:
+            return None
+        among = set(self.intents)
+        if asks_rather_than_requests(text):
+            among -= {name for name, intent in self.intents.items() if intent.tool in _TASK_TOOLS}
+        return self._meaning.topic(text, among)
 
     def _match(self, text: str, form: Callable[[str], str]) -> tuple[str, float] | None:
         words = {form(w) for w in comparison_words(text)}
@@ -181,34 +223,90 @@ class IntentMatcher:
         unknown = self._facts.unknown_words(text)
         return list(dict.fromkeys(w for w in comparison_words(text) if w in unknown))
 
-    def __call__(self, text: str) -> FastAnswer | None:
+    def __call__(self, text: str, earlier: str = "") -> FastAnswer | None:
+        """The answer to ``text``; ``earlier``, the caller's turn before, answers a follow-up that
+        leans on it ("How much is a city bike?" ... "What about the electric one?")."""
+        answer = self._answer_to(text)
+        if (earlier and leans_on_before(text) and (answer is None or answer.intent == "unknown"
+                                                   or answer.intent.startswith("unsure:"))
+                and not (self._facts and self._facts.unknown_asked(text, ignore=_ASKING_WORDS))):
+            # Only a follow-up in the file's own words: "And do you sell helmets?" asks something new.
+            return self._follow_up(text, earlier) or answer
+        return answer
+
+    def _follow_up(self, text: str, earlier: str) -> FastAnswer | None:
+        """``text`` answered as the same kind of question as ``earlier``: its day, item or detail
+        in place of the one asked before ("And on Sunday?" after the hours of Saturday)."""
+        found = self.match(earlier) or ((self._topic_asked(earlier) or None) and (self._topic_asked(earlier), 0.0))
+        if not found or self.intents[found[0]].answer is None:
+            return None
+        name = found[0]
+        answer = self._answer(name, text)
+        if answer is None or (name == "hours" and not _names_a_day(text)):
+            answer = self._answer(name, f"{earlier} {text}")
+        if answer is None or answer == self.business.unknown_answer:
+            return None
+        return FastAnswer(name, answer)
+
+    def _answer_to(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
         name = matched[0] if matched else self._topic_asked(text)
         if name is None:
+            unsure = self._nearest_fact_answer(text)
+            if unsure is not None:
+                return unsure
             if self._not_in_the_file(text):
                 return FastAnswer("unknown", self.business.unknown_answer)
             return None
-        intent = self.business.intents[name]
+        intent = self.intents[name]
         if intent.tool is not None:
             # What the words hold for the tool is the caller's router's to read (agent/tools/router.py).
             return FastAnswer(name, "", tool=intent.tool)
-        template = intent.answer
+        answer = self._answer(name, text)
+        if answer is None:  # a price of no item the list names
+            return FastAnswer("unknown", self.business.unknown_answer) if self._not_in_the_file(text) else None
+        if answer == self.business.unknown_answer:
+            return FastAnswer("unknown", answer)
+        if (matched is None or name in self.business.policies) and self._facts and self._facts.unknown_words(text):
+            # The policy read for a question with details it does not mention ("Do you ship
+            # to France?"): true, but maybe not the whole answer, so a person is offered.
+            answer = f"{answer} {self.business.offer_person}"
+        return FastAnswer(name, answer)
+
+    def _answer(self, name: str, text: str) -> str | None:
+        """What intent ``name``'s template says to ``text``: None for a price of no listed item."""
+        template = self.intents[name].answer
         if "{hours" in template and set(comparison_words(text)) & _SPECIAL_DAYS:
             # The file has weekly hours only: a holiday's are not known, and a guess is wrong.
-            return FastAnswer("unknown", self.business.unknown_answer)
+            return self.business.unknown_answer
         # Working out the day (or item) asked about is only for templates that say it.
         price = ""
         if "{price}" in template:
             price = self.price_answer(text)
-            if price is None:  # no item of the price list named: the LLM, with the prices, answers
+            if price is None:
                 return None
         fields = _Facts(self.business, hours=self.hours_answer(text) if "{hours" in template else "", price=price)
         answer = string.Formatter().vformat(template, (), fields)
-        if matched is None and self._facts.unknown_words(text):
-            # The policy read for a question with details it does not mention ("Do you ship
-            # to France?"): true, but maybe not the whole answer, so a person is offered.
-            answer = f"{answer} {self.business.offer_person}"
-        return FastAnswer(name, answer[:1].upper() + answer[1:])
+        return answer[:1].upper() + answer[1:]
+
+    def _nearest_fact_answer(self, text: str) -> FastAnswer | None:
+        """For a question near a fact of the file but not clearly about it (``ASK_LLM`` to
+        ``ABOUT``): that fact, said as what it is, the nearest thing the file says, with a
+        person offered ("I'm not sure that's what you're asking, but we don't take cash or
+        cheques. Would you like me to put you through to a person?"). True whatever was asked,
+        and the caller who asked something else hears that it is not known; a small model given
+        the same fact answered "Yes, you can pay cash" (bench, text runs)."""
+        if self._meaning is None or not is_question(text):
+            return None
+        answering = {name for name, intent in self.intents.items() if intent.answer is not None}
+        ranked = [r for r in self._meaning.ranked(text) if r[0] in answering]
+        if not ranked or not ASK_LLM <= ranked[0][1] < ABOUT:
+            return None
+        answer = self._answer(ranked[0][0], text)
+        if answer is None or answer == self.business.unknown_answer:
+            return None
+        said = f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} {self.business.person_offer}"
+        return FastAnswer(f"unsure:{ranked[0][0]}", said)
 
     def _not_in_the_file(self, text: str) -> bool:
         """Whether ``text``, which no intent matches, asks about something the file does not hold.
@@ -227,6 +325,14 @@ class IntentMatcher:
         if self._facts is None or asks_for_person(text) or set(comparison_words(text)) & _CONVERSATION_WORDS:
             return False
         if is_question(text):
+            if self._meaning is not None:
+                nearest = self._meaning.nearest(text)
+                if nearest < NOTHING_NEAR:
+                    return True
+                if nearest >= ASK_LLM:
+                    # Near something the file says, though not clearly one topic: the LLM reads
+                    # the nearest facts, and the answer check holds it to them.
+                    return False
             return not self._facts.relevant(text) or self._mostly_unknown(text)
         return (is_request(text) and self._mostly_unknown(text)
                 and len(self._facts.unknown_asked(text, ignore=_ASKING_WORDS)) >= UNKNOWN_REQUEST_WORDS)
@@ -260,18 +366,31 @@ class IntentMatcher:
         today = WEEKDAYS[now.weekday()]
         if words & _NOW_WORDS:
             return self._open_now(now)
-        for day in WEEKDAYS:
-            if day in words or f"{day}s" in words:
-                return self._on(day)
+        said = comparison_words(text)
+        named = [day for day in WEEKDAYS if day in words or f"{day}s" in words]
+        span = _DAY_SPAN.search(" ".join(said))
+        if span:  # "Monday to Friday", "from Tuesday through Thursday": every day between
+            first, last = WEEKDAYS.index(span.group(1)), WEEKDAYS.index(span.group(2))
+            if first < last:
+                return _week(self.business, WEEKDAYS[first:last + 1])
+        if not named and words & _WEEKEND_WORDS:
+            named = ["saturday", "sunday"]
+        if not named and (words & _WEEKDAY_WORDS or "during the week" in " ".join(said)):
+            return _week(self.business, WEEKDAYS[:5])
+        if named:
+            said = [self._on(day) for day in named]
+            return said[0] if len(said) == 1 else " ".join(said)
         if "tomorrow" in words:
             return self._on(WEEKDAYS[(now + timedelta(days=1)).weekday()], when="tomorrow")
         if "today" in words or "tonight" in words:
             return self._on(today, when="today")
-        return f"We're open {opening_hours(self.business).replace('; closed', ', and closed')}."
+        return _week(self.business, WEEKDAYS)
 
     def price_answer(self, text: str) -> str | None:
         """The price of each item ``text`` names, as one sentence; None when it names none."""
         items = asked_items(text, list(self.business.prices))
+        if not items and self._meaning is not None and (item := self._meaning.item(text)):
+            items = [item]  # named in other words: "an e-bike" is the electric bike rental
         if not items:
             return None
         said = [f"{_article(item)} {item} is {self.business.prices[item]}" for item in items]
@@ -329,6 +448,35 @@ _REQUEST = re.compile(
 )
 
 
+# How a follow-up opens: "And on Sunday?", "What about the electric one?", "How about Monday?".
+_FOLLOW_UP = re.compile(r"^(?:and|or|also|so|then|what about|how about|and what about|and how about|what if)\b")
+# Any shorter turn leans on the one before it as well ("Sunday?", "The electric one?").
+_FOLLOW_UP_WORDS = 4
+
+
+def leans_on_before(text: str) -> bool:
+    """Whether ``text`` reads as a follow-up to the turn before: it opens as one, or is a few words."""
+    said = " ".join(comparison_words(text))
+    return bool(_FOLLOW_UP.match(said)) or (len(said.split()) <= _FOLLOW_UP_WORDS and not opens_a_question(text))
+
+
+def _names_a_day(text: str) -> bool:
+    return bool(set(comparison_words(text)) & (_DAY_WORDS | _WEEKEND_WORDS | _WEEKDAY_WORDS | _NOW_WORDS))
+
+
+def asks_rather_than_requests(text: str) -> bool:
+    """A question that asks about something ("What do I need to rent a bike?", "Is there anything
+    I need to show you?"), not a request put as one ("Can I book a bike for Saturday?", "Could
+    you reserve two bikes?")."""
+    words = comparison_words(text)
+    return opens_a_question(text) and tuple(words[:2]) not in _REQUEST_OPENINGS
+
+
+# "Can I ...?", "Could you ...?": how a request is put as a question.
+_REQUEST_OPENINGS = frozenset((verb, who) for verb in ("can", "could", "may", "would", "will")
+                              for who in ("i", "we", "you"))
+
+
 def is_request(text: str) -> bool:
     """Whether ``text`` asks for something in the first person ("I'd like to merge my accounts.")."""
     return bool(_REQUEST.search(" ".join(comparison_words(text))))
@@ -336,6 +484,19 @@ def is_request(text: str) -> bool:
 
 def asks_for_person(text: str) -> bool:
     return bool(set(comparison_words(text)) & _PERSON_WORDS)
+
+
+def _week(business: Business, days: tuple[str, ...]) -> str:
+    """The hours of ``days`` as one sentence: "We're open Monday to Friday ..., and closed on Sunday."."""
+    runs = opening_hours(business, days).split("; ")
+    open_runs = [r for r in runs if not r.startswith("closed")]
+    closed = [r.removeprefix("closed on ") for r in runs if r.startswith("closed")]
+    said = f"We're open {'; '.join(open_runs)}" if open_runs else "We're closed"
+    if closed and open_runs:
+        said += f", and closed on {' and '.join(closed)}"
+    elif closed:
+        said += f" on {' and '.join(closed)}"
+    return said + "."
 
 
 def _article(item: str) -> str:

@@ -107,6 +107,10 @@ class Business(BaseModel):
         "I'm sorry, I don't know that. Would you like me to put you through to a person?",
         min_length=1, description="Said to a question no fact of this file answers, instead of a guess.",
     )
+    unsure_preface: str = Field(
+        "I'm not sure that's what you're asking, but", min_length=1,
+        description="Said before the nearest fact to a question the file may not answer, which a person offer follows.",
+    )
     offer_person: str = Field(
         "For anything more specific, I can put you through to a person.", min_length=1,
         description="Added to a policy read out for a question it may not fully answer.",

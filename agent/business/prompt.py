@@ -48,10 +48,10 @@ def spoken_hours(hours: Hours | None) -> str:
     return f"{spoken_time(hours.opens)} to {spoken_time(hours.closes)}"
 
 
-def opening_hours(business: Business) -> str:
-    """The week in runs of days with the same hours: 'Monday to Friday 9 in the morning to ...'."""
+def opening_hours(business: Business, days: tuple[str, ...] = WEEKDAYS) -> str:
+    """The week (or ``days`` of it) in runs of days with the same hours: 'Monday to Friday 9 in the morning to ...'."""
     runs: list[tuple[str, str, Hours | None]] = []
-    for day in WEEKDAYS:
+    for day in days:
         hours = business.hours[day]
         if runs and runs[-1][2] == hours:
             runs[-1] = (runs[-1][0], day, hours)

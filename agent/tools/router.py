@@ -64,7 +64,8 @@ class ToolRouter:
         self.matcher = matcher
         self.tools = tools
 
-    def __call__(self, text: str) -> FastAnswer | None:
+    def __call__(self, text: str, earlier: str = "") -> FastAnswer | None:
+        """Args: earlier: the caller's turn before, which a follow-up leans on ("And on Sunday?")."""
         booking = self.tools.booking
         if booking is not None and booking.step is not None and not booking.continues_request(text):
             # "What time do you open on Saturday?" is a question to answer, not the day to book.
@@ -78,20 +79,20 @@ class ToolRouter:
             if answer is not None and answer.tool in _ANYTIME_TOOLS:
                 return answer
             return FastAnswer("booking:ask_again", booking.ask_again(text))
-        answer = self._request(text)
+        answer = self._request(text, earlier)
         if answer is None or answer.intent == "unknown":
             # "Where is my order 4572? And do you sell unicorns?" is mostly words the file lacks,
             # yet its first sentence is a request to run.
             return self._request_and_more(text) or answer
         return answer
 
-    def _request(self, text: str) -> FastAnswer | None:
+    def _request(self, text: str, earlier: str = "") -> FastAnswer | None:
         keyed = words.keyed_digits(text)
         if keyed is not None or (self._asked_for_order() and words.order_number(text)):
             if "lookup_order" in self.tools.business.tools:
                 return FastAnswer("order_status", "", tool="lookup_order",
                                   arguments={"order_number": keyed if keyed is not None else words.order_number(text)})
-        answer = self.matcher(text)
+        answer = self.matcher(text, earlier)
         if answer is None or answer.tool is None:
             return answer
         if answer.tool == "book_rental" and _asks_about_the_offer(text):

@@ -1,0 +1,168 @@
+"""What a caller's words are about, by meaning: the nearest of the business's own sentences.
+
+Consumes a ``Business``, its fact lines (agent/business/facts.py) and the caller's words; returns
+the topics ranked by how close the words lie to that topic's sentences (``MeaningIndex.ranked``),
+and the priced item or policy a question names in other words ("an e-bike" is the electric bike
+rental).
+
+The sentences ("anchors") are the file's own: every fact line, every intent example, each priced
+item and policy named in a question's usual form ("How much is a basic tune-up?"), plus a few
+questions any caller asks of any business about its hours, address and phone. They are embedded
+once per process (the same file gives the same anchors, so every call shares one matrix); a
+caller's turn is embedded once (a bounded cache: the scheduler, the fast path and the grounding
+ask about the same final).
+
+Why by meaning: matching words against examples answered the questions the file was tuned on and
+refused the same questions worded the way callers talk ("When do you shut on weekdays?", "What
+would a day on an e-bike set me back?"). The thresholds below were measured on the shipped
+bike shop's tuned questions only (README, "Understanding"), then checked on businesses and
+questions written after them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.business.embedder import SentenceEmbedder
+from agent.business.model import Business
+
+# A turn at least this close to a topic's nearest sentence is about that topic.
+ABOUT = 0.62
+# Below this, nothing in the file is near the turn: no fact answers it.
+NOTHING_NEAR = 0.30
+# From this, a turn no topic clearly takes is near enough to the file for the LLM to read its
+# nearest facts (and say it does not know when they do not answer it).
+ASK_LLM = 0.45
+# The best topic must lead the next one by this much to be taken without an intent's keyword.
+LEAD = 0.04
+# A priced item or policy named in other words: its name this close to the turn ...
+ITEM_NEAR = 0.45
+# ... and this much closer than the next item's.
+ITEM_LEAD = 0.05
+
+# What a caller asks any business about its own basic facts, in the usual forms. Product
+# knowledge, not one business's wording: every file has hours, an address and a phone.
+_GENERIC = {
+    "hours": ("What are your opening hours?", "When are you open?", "What time do you open?",
+              "What time do you close?", "Are you open today?", "Are you open at the weekend?"),
+    "address": ("Where are you located?", "What is your address?", "How do I get to you?"),
+    "phone": ("What is your phone number?", "What number can I call?"),
+}
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One sentence of the file, and the topic (an intent's name or a fact's topic) it stands for."""
+
+    text: str
+    topic: str
+    fact: bool = False  # a fact line, which the LLM may be given to answer from
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_CLAUSE = re.compile(r";|, (?:and|but|or|so) |, ")
+
+
+def _article(item: str) -> str:
+    return "an" if item[:1].lower() in "aeiou" else "a"
+
+
+def anchors_of(business: Business, fact_lines: list[tuple[str, str]]) -> tuple[Anchor, ...]:
+    """Every sentence of ``business`` a caller's words are compared with; ``fact_lines`` are (topic, line)."""
+    anchors = [Anchor(line, topic, fact=True) for topic, line in fact_lines]
+    for topic, line in fact_lines:
+        # Each clause of a long line on its own too: a line that says three things lies far from a
+        # question about one of them ("... bikes can be returned within 14 days if ridden less
+        # than 20 miles" and "I only rode it ten miles, can I bring it back?").
+        clauses = [c.strip() for c in _CLAUSE.split(line.rstrip(".")) if len(c.split()) >= 3]
+        if len(clauses) > 1:
+            anchors += [Anchor(clause, topic) for clause in clauses]
+    for name, intent in business.intents.items():
+        anchors += [Anchor(example, name) for example in intent.examples]
+    for topic, questions in _GENERIC.items():
+        anchors += [Anchor(q, topic) for q in questions]
+    for item in business.prices:
+        anchors += [Anchor(f"How much is {_article(item)} {item}?", "prices"),
+                    Anchor(f"What does {_article(item)} {item} cost?", "prices")]
+    for topic in business.policies:
+        anchors.append(Anchor(f"What is your policy on {topic}?", topic))
+    return tuple(anchors)
+
+
+@functools.lru_cache(maxsize=8)
+def _anchor_vectors(embedder: SentenceEmbedder, texts: tuple[str, ...]) -> np.ndarray:
+    # Keyed by the sentences, so every call of one business (and a file loaded twice) shares one matrix.
+    return embedder.embed(texts)
+
+
+class MeaningIndex:
+    """The business's sentences, embedded; ask it what a caller's words are about."""
+
+    def __init__(self, business: Business, fact_lines: list[tuple[str, str]], embedder: SentenceEmbedder):
+        self.business = business
+        self.embedder = embedder
+        self.anchors = anchors_of(business, fact_lines)
+        self._vectors = _anchor_vectors(embedder, tuple(a.text for a in self.anchors))
+        self._topics = tuple(dict.fromkeys(a.topic for a in self.anchors))
+        self._topic_of = np.array([self._topics.index(a.topic) for a in self.anchors])
+        self._fact_rows = np.array([i for i, a in enumerate(self.anchors) if a.fact], dtype=int)
+        self._items = tuple(business.prices)
+        self._item_vectors = _anchor_vectors(embedder, self._items) if self._items else None
+        self.vector = functools.lru_cache(maxsize=64)(self._vector)
+        self.ranked = functools.lru_cache(maxsize=64)(self._ranked)
+
+    def _vector(self, text: str) -> np.ndarray:
+        """The turn's vectors: the whole, and each sentence of a turn of several ("Where are you
+        guys at? I'm trying to find the place."), whose one question a sentence around it dilutes."""
+        sentences = [s.strip() for s in _SENTENCE.findall(text) if len(s.split()) >= 2]
+        return np.stack([self.embedder.vector(piece) for piece in ([text, *sentences] if len(sentences) > 1 else [text])])
+
+    def _similarity(self, vectors: np.ndarray, text: str) -> np.ndarray:
+        """Each row of ``vectors``' similarity to the turn (to its nearest piece)."""
+        return (vectors @ self.vector(text).T).max(axis=1)
+
+    def _ranked(self, text: str) -> tuple[tuple[str, float, str], ...]:
+        """(topic, similarity, nearest sentence) for every topic, closest first."""
+        scores = self._similarity(self._vectors, text)
+        best: dict[int, int] = {}
+        for index in np.argsort(-scores):
+            best.setdefault(int(self._topic_of[index]), int(index))
+        return tuple((self._topics[t], float(scores[i]), self.anchors[i].text) for t, i in best.items())
+
+    def topic(self, text: str, among: set[str] | None = None) -> tuple[str, float] | None:
+        """The topic ``text`` is about (of ``among``, when given), when it is near enough and
+        clearly nearer than the next; None otherwise."""
+        ranked = [r for r in self.ranked(text) if among is None or r[0] in among]
+        if not ranked or ranked[0][1] < ABOUT:
+            return None
+        if len(ranked) > 1 and ranked[0][1] - ranked[1][1] < LEAD:
+            return None
+        return ranked[0][0], ranked[0][1]
+
+    def fact_lines(self, text: str, floor: float = NOTHING_NEAR) -> list[tuple[float, str, str]]:
+        """(similarity, topic, line) of the fact lines at least ``floor`` close to ``text``, closest first."""
+        scores = self._similarity(self._vectors[self._fact_rows], text)
+        order = np.argsort(-scores)
+        return [(float(scores[i]), self.anchors[self._fact_rows[i]].topic, self.anchors[self._fact_rows[i]].text)
+                for i in order if scores[i] >= floor]
+
+    def nearest(self, text: str) -> float:
+        """How close ``text`` lies to anything in the file (the best similarity)."""
+        ranked = self.ranked(text)
+        return ranked[0][1] if ranked else 0.0
+
+    def item(self, text: str) -> str | None:
+        """The priced item ``text`` names in other words ("an e-bike" -> "electric bike rental"), or None."""
+        if self._item_vectors is None:
+            return None
+        scores = self._similarity(self._item_vectors, text)
+        order = np.argsort(-scores)
+        best = float(scores[order[0]])
+        runner_up = float(scores[order[1]]) if len(order) > 1 else -1.0
+        if best >= ITEM_NEAR and best - runner_up >= ITEM_LEAD:
+            return self._items[int(order[0])]
+        return None

