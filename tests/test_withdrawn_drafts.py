@@ -98,7 +98,7 @@ async def test_a_draft_made_after_the_cancel_is_held_and_released_at_the_turn_en
 
 async def test_the_fast_path_does_not_speak_a_draft_that_arrives_after_its_cancel():
     draft = context("what are your hours", speculation=True)
-    responder = FastPathResponder(lambda text, earlier="": FastAnswer("hours", f"Answer to: {text}."))
+    responder = FastPathResponder(lambda text, **_: FastAnswer("hours", f"Answer to: {text}."))
 
     down, _ = await run_test(responder, frames_to_send=overtaken_turn(draft))
 

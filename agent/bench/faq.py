@@ -1,13 +1,15 @@
-"""``agent bench --suite faq``: does the bot get the shop's facts right, and how fast?
+"""``agent bench --suite faq``: does the bot get a business's facts right, and how fast?
 
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
+    python -m agent bench --suite faq --business FILE [--business FILE ...] [--questions FILE] [--text]
 
-Spoken questions about the shipped business (agent/business/harbor_lane_bikes.yaml), in several
-espeak voices and phrasings that differ from the intents' examples, some with fillers and
-pauses, and some the business file does not answer (questions in ``agent/bench/faq_questions.py``).
-Each is one real WebRTC call to Brisk (fast path and grounded LLM) and one to stock pipecat (the
-same LLM with the generated system prompt that lists every fact), back to back, alternating
-which goes first, as the A/B does (``agent/bench/calls.py``).
+Spoken questions about a business (the shipped agent/business/harbor_lane_bikes.yaml unless
+``--business`` names others), read from its questions file beside it (``shop.yaml`` ->
+``shop.faq.yaml``, agent/bench/faq_questions.py): in several espeak voices, worded the way callers
+talk rather than like the intents' examples, some with fillers and pauses, and some the business
+file does not answer. Each is one real WebRTC call to Brisk (fast path and grounded LLM) and one
+to stock pipecat (the same LLM with the generated system prompt that lists every fact), back to
+back, alternating which goes first, as the A/B does (``agent/bench/calls.py``).
 
 Each answer is graded (:func:`grade`) against the facts a right answer must contain and the
 ones it must not: ``correct``; ``wrong`` (a wrong fact, or an answer to a question the file
@@ -16,15 +18,20 @@ when the file has no fact, not wrong otherwise); ``incomplete`` (none of that); 
 Per side: those counts, fast-path hits, and voice-to-voice P50/P95 for fast-path answers, LLM
 answers and (Brisk) speculative LLM answers.
 
-Then, without calls: the same questions as text (:func:`measure_text`), which tells what the
-ASR costs from what the answering costs; and what the ASR hears of the clips (:func:`measure_asr`): word error
-rate and fast-path intent agreement per Whisper model (tiny.en, base), with and without the
-business vocabulary (``BRISK_STT_VOCABULARY``).
+First, without calls: the same questions as text (:func:`measure_text`, all that ``--text``
+runs), which tells what the ASR costs from what the answering costs, with the path that answered
+each of Brisk's (fast path, tool, LLM); and what understanding by meaning costs per turn
+(:func:`measure_understanding`). After the calls: what the ASR hears of the clips
+(:func:`measure_asr`): word error rate and fast-path intent agreement per Whisper model (tiny.en,
+base), with and without the business vocabulary (``BRISK_STT_VOCABULARY``).
 
-Then the agent acting (``agent/bench/tasks.py``): an order lookup said and one keyed, a rental
-booked through its flow, a hand-over to a person, each one Brisk call (JSON ``"tasks"``: success
-rate, v2v of each turn, fillers); and who picks a tool right, the embedded LLM offered the tools
-or Brisk's intent router (``"llm_tools"``, embedded only).
+Then, for a business with the shop's tools, the agent acting (``agent/bench/tasks.py``): an order
+lookup said and one keyed, a rental booked through its flow, a hand-over to a person, each one
+Brisk call (JSON ``"tasks"``: success rate, v2v of each turn, fillers); and who picks a tool
+right, the embedded LLM offered the tools or Brisk's intent router (``"llm_tools"``, embedded only).
+
+Several businesses: the JSON's ``"faq"`` holds ``"businesses"`` (one result each) and
+``"summary"`` (Brisk's right / wrong / don't know per business, spoken and as text).
 """
 
 from __future__ import annotations

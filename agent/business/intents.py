@@ -223,9 +223,10 @@ class IntentMatcher:
         unknown = self._facts.unknown_words(text)
         return list(dict.fromkeys(w for w in comparison_words(text) if w in unknown))
 
-    def __call__(self, text: str, earlier: str = "") -> FastAnswer | None:
+    def __call__(self, text: str, earlier: str = "", bot_said: str = "") -> FastAnswer | None:
         """The answer to ``text``; ``earlier``, the caller's turn before, answers a follow-up that
-        leans on it ("How much is a city bike?" ... "What about the electric one?")."""
+        leans on it ("How much is a city bike?" ... "What about the electric one?"). ``bot_said``
+        is the tools' (agent/tools/router.py): the matcher answers facts, not offers."""
         answer = self._answer_to(text)
         if (earlier and leans_on_before(text) and (answer is None or answer.intent == "unknown"
                                                    or answer.intent.startswith("unsure:"))

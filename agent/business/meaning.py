@@ -107,8 +107,9 @@ class MeaningIndex:
         self.embedder = embedder
         self.anchors = anchors_of(business, fact_lines)
         self._vectors = _anchor_vectors(embedder, tuple(a.text for a in self.anchors))
-        self._topics = tuple(dict.fromkeys(a.topic for a in self.anchors))
-        self._topic_of = np.array([self._topics.index(a.topic) for a in self.anchors])
+        index = {topic: i for i, topic in enumerate(dict.fromkeys(a.topic for a in self.anchors))}
+        self._topics = tuple(index)
+        self._topic_of = np.array([index[a.topic] for a in self.anchors])
         self._fact_rows = np.array([i for i, a in enumerate(self.anchors) if a.fact], dtype=int)
         self._items = tuple(business.prices)
         self._item_vectors = _anchor_vectors(embedder, self._items) if self._items else None

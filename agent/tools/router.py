@@ -53,6 +53,11 @@ def _named(text: str, unknown: list[str]) -> str:
             return " ".join(said[i:end])
     return unknown[-1]
 
+# The bot's last sentence asks whether the caller wants a person.
+_OFFERED_A_PERSON = re.compile(r"\b(?:person|someone|colleague|human|member of (?:our|the) team)\b[^.!?]*\?\s*$", re.I)
+# "Yes, please, that would be great." takes the offer; a longer turn says something more.
+_SHORT_YES = 6
+
 # Intents that may cut into a booking in progress.
 _ANYTIME_TOOLS = ("transfer_to_human", "end_call")
 
@@ -64,8 +69,11 @@ class ToolRouter:
         self.matcher = matcher
         self.tools = tools
 
-    def __call__(self, text: str, earlier: str = "") -> FastAnswer | None:
-        """Args: earlier: the caller's turn before, which a follow-up leans on ("And on Sunday?")."""
+    def __call__(self, text: str, earlier: str = "", bot_said: str = "") -> FastAnswer | None:
+        """Args: earlier: the caller's turn before, which a follow-up leans on ("And on Sunday?");
+        bot_said: the bot's last words: "Yes, please." to its offer of a person is the hand-over."""
+        if self._takes_the_offer_of_a_person(text, bot_said):
+            return FastAnswer("person", "", tool="transfer_to_human")
         booking = self.tools.booking
         if booking is not None and booking.step is not None and not booking.continues_request(text):
             # "What time do you open on Saturday?" is a question to answer, not the day to book.
@@ -109,6 +117,14 @@ class ToolRouter:
             return None
         said = f"I'm sorry, I don't know about {_named(' '.join(rest), unknown)}; I can put you through to a person for that."
         return FastAnswer(opening.intent, said, tool=opening.tool, arguments=opening.arguments)
+
+    def _takes_the_offer_of_a_person(self, text: str, bot_said: str) -> bool:
+        """The caller said yes, and nothing more, to the bot's "Would you like me to put you
+        through to a person?" (the don't-know, a tool that failed, an unsure answer)."""
+        if "transfer_to_human" not in self.tools.business.tools or not _OFFERED_A_PERSON.search(bot_said):
+            return False
+        return (words.yes_or_no(text) is True and not opens_a_question(text)
+                and len(comparison_words(text)) <= _SHORT_YES)
 
     def _asked_for_order(self) -> bool:
         last = self.tools.calls[-1] if self.tools.calls else None
