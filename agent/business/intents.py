@@ -3,7 +3,11 @@
 Consumes the caller's words (a final transcript, or the stable partial a draft was made from);
 returns a ``FastAnswer`` (the intent and the sentence to say), or None for the LLM.
 
-Matching must not misfire, so a question is an intent only when both hold:
+A question is an intent (or, with the facts' meaning index, a fact topic: agent/business/meaning.py)
+when its words are close in meaning to that topic's sentences, clearly closer than to any other;
+a question only near a fact hears that fact said as what it is, with a person offered; a follow-up
+("And on Sunday?") is answered as the caller's turn before was. Without the meaning index, and
+before it, by words: matching must not misfire, so a question is an intent only when both hold:
 - it contains one of the intent's keywords, and
 - its content words (function words such as "the", "do", "your" left out, so "What time does
   the shop open" and "What time do you open" agree) are close to one of the intent's
@@ -30,15 +34,15 @@ import functools
 import re
 import string
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from difflib import SequenceMatcher
 
 import jellyfish
 
-from agent.business.meaning import ABOUT, ASK_LLM, NOTHING_NEAR
 from agent.business.facts import FactIndex, asked_items, item_words, numbers_as_digits, same_word
+from agent.business.meaning import ABOUT, ASK_LLM, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
-from agent.business.prompt import opening_hours, spoken_hours, spoken_time
+from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
 from processors.fast_path import FastAnswer
 from processors.turns.comparison_form import comparison_words
 
@@ -113,10 +117,6 @@ def content_words(text: str, items: frozenset[str] = frozenset(), keep: frozense
     return words
 
 
-_NOW_WORDS = {"now", "currently", "moment"}
-_WEEKEND_WORDS = {"weekend", "weekends"}
-_DAY_SPAN = re.compile(rf"\b({'|'.join(WEEKDAYS)})s? (?:to|through|till|until|thru) ({'|'.join(WEEKDAYS)})s?\b")
-_WEEKDAY_WORDS = {"weekday", "weekdays", "workday", "workdays"}
 
 
 def _written(word: str) -> str:
@@ -238,10 +238,10 @@ class IntentMatcher:
     def _follow_up(self, text: str, earlier: str) -> FastAnswer | None:
         """``text`` answered as the same kind of question as ``earlier``: its day, item or detail
         in place of the one asked before ("And on Sunday?" after the hours of Saturday)."""
-        found = self.match(earlier) or ((self._topic_asked(earlier) or None) and (self._topic_asked(earlier), 0.0))
-        if not found or self.intents[found[0]].answer is None:
+        matched = self.match(earlier)
+        name = matched[0] if matched else self._topic_asked(earlier)
+        if name is None or self.intents[name].answer is None:
             return None
-        name = found[0]
         answer = self._answer(name, text)
         if answer is None or (name == "hours" and not _names_a_day(text)):
             answer = self._answer(name, f"{earlier} {text}")
@@ -277,7 +277,7 @@ class IntentMatcher:
     def _answer(self, name: str, text: str) -> str | None:
         """What intent ``name``'s template says to ``text``: None for a price of no listed item."""
         template = self.intents[name].answer
-        if "{hours" in template and set(comparison_words(text)) & _SPECIAL_DAYS:
+        if "{hours" in template and set(comparison_words(text)) & SPECIAL_DAYS:
             # The file has weekly hours only: a holiday's are not known, and a guess is wrong.
             return self.business.unknown_answer
         # Working out the day (or item) asked about is only for templates that say it.
@@ -361,31 +361,8 @@ class IntentMatcher:
         return None
 
     def hours_answer(self, text: str) -> str:
-        """The opening hours for the day ``text`` asks about, as one spoken sentence."""
-        words = set(comparison_words(text))
-        now = self._clock().astimezone(self.business.zone)
-        today = WEEKDAYS[now.weekday()]
-        if words & _NOW_WORDS:
-            return self._open_now(now)
-        said = comparison_words(text)
-        named = [day for day in WEEKDAYS if day in words or f"{day}s" in words]
-        span = _DAY_SPAN.search(" ".join(said))
-        if span:  # "Monday to Friday", "from Tuesday through Thursday": every day between
-            first, last = WEEKDAYS.index(span.group(1)), WEEKDAYS.index(span.group(2))
-            if first < last:
-                return _week(self.business, WEEKDAYS[first:last + 1])
-        if not named and words & _WEEKEND_WORDS:
-            named = ["saturday", "sunday"]
-        if not named and (words & _WEEKDAY_WORDS or "during the week" in " ".join(said)):
-            return _week(self.business, WEEKDAYS[:5])
-        if named:
-            said = [self._on(day) for day in named]
-            return said[0] if len(said) == 1 else " ".join(said)
-        if "tomorrow" in words:
-            return self._on(WEEKDAYS[(now + timedelta(days=1)).weekday()], when="tomorrow")
-        if "today" in words or "tonight" in words:
-            return self._on(today, when="today")
-        return _week(self.business, WEEKDAYS)
+        """The opening hours for the day ``text`` asks about, as one spoken sentence (agent/business/hours.py)."""
+        return hours_for(self.business, comparison_words(text), self._clock())
 
     def price_answer(self, text: str) -> str | None:
         """The price of each item ``text`` names, as one sentence; None when it names none."""
@@ -397,32 +374,7 @@ class IntentMatcher:
         said = [f"{_article(item)} {item} is {self.business.prices[item]}" for item in items]
         return (", and ".join(said) if len(said) < 3 else "; ".join(said)) + "."
 
-    def _on(self, day: str, when: str | None = None) -> str:
-        hours = self.business.hours[day]
-        said = f"{when}, {day.title()}" if when else f"on {day.title()}"
-        if hours is None:
-            return f"We're closed {said}."
-        opener = f"{said}," if when else said
-        return f"{opener[0].upper()}{opener[1:]} we're open from {spoken_hours(hours)}."
 
-    def _open_now(self, now: datetime) -> str:
-        hours = self.business.hours[WEEKDAYS[now.weekday()]]
-        if hours is not None and hours.opens <= now.time() < hours.closes:
-            return f"Yes, we're open now, until {spoken_time(hours.closes)}."
-        for ahead in range(0, 8):
-            day = now + timedelta(days=ahead)
-            h = self.business.hours[WEEKDAYS[day.weekday()]]
-            if h is not None and (ahead > 0 or now.time() < h.opens):
-                when = "later today" if ahead == 0 else "tomorrow" if ahead == 1 else f"on {WEEKDAYS[day.weekday()].title()}"
-                return f"We're closed right now; we open {when} at {spoken_time(h.opens)}."
-        return "We're closed right now."
-
-
-# Days the weekly hours do not cover. "May" is left out: it asks as often as it dates.
-_SPECIAL_DAYS = frozenset(
-    "christmas xmas easter holiday holidays thanksgiving halloween "
-    "january february march april june july august september october november december".split()
-)
 _QUESTION_OPENERS = frozenset(
     "what whats when where which who whom whose why how is are am was were do does did can could will would "
     "shall should may might have has".split()
@@ -462,7 +414,7 @@ def leans_on_before(text: str) -> bool:
 
 
 def _names_a_day(text: str) -> bool:
-    return bool(set(comparison_words(text)) & (_DAY_WORDS | _WEEKEND_WORDS | _WEEKDAY_WORDS | _NOW_WORDS))
+    return bool(set(comparison_words(text)) & DAY_WORDS)
 
 
 def asks_rather_than_requests(text: str) -> bool:
@@ -485,19 +437,6 @@ def is_request(text: str) -> bool:
 
 def asks_for_person(text: str) -> bool:
     return bool(set(comparison_words(text)) & _PERSON_WORDS)
-
-
-def _week(business: Business, days: tuple[str, ...]) -> str:
-    """The hours of ``days`` as one sentence: "We're open Monday to Friday ..., and closed on Sunday."."""
-    runs = opening_hours(business, days).split("; ")
-    open_runs = [r for r in runs if not r.startswith("closed")]
-    closed = [r.removeprefix("closed on ") for r in runs if r.startswith("closed")]
-    said = f"We're open {'; '.join(open_runs)}" if open_runs else "We're closed"
-    if closed and open_runs:
-        said += f", and closed on {' and '.join(closed)}"
-    elif closed:
-        said += f" on {' and '.join(closed)}"
-    return said + "."
 
 
 def _article(item: str) -> str:
