@@ -32,13 +32,15 @@ def test_agent_call_prints_one_json_object_with_turns_latencies_and_processors(t
 
     # The command is under test, not the ASR: this question is one the shipped Whisper prompt
     # mishears ("Do your electric bikes?"; README, FAQ suite), so the transcript is checked
-    # without it.
+    # without it. Nor the fast path, which answers it from the prices: the LLM's timings are
+    # among those checked.
     proc = subprocess.run(
         [sys.executable, "-m", "agent", "call", str(clip.path), "--out", str(out_wav), "--json"],
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "BRISK_STT_VOCABULARY": "false", "BRISK_DATA_DIR": str(tmp_path / "data")},
+        env={**os.environ, "BRISK_STT_VOCABULARY": "false", "BRISK_FAST_PATH": "false",
+             "BRISK_DATA_DIR": str(tmp_path / "data")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
