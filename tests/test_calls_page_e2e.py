@@ -18,7 +18,7 @@ ANSWER = "We rent city bikes and electric bikes by the day."
 
 async def test_a_call_appears_on_the_calls_page_with_its_transcript_and_waterfall(tmp_path, artifacts_dir):
     llm = ScriptedLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _m: ANSWER)
-    question = synthesize_speech("Do you rent electric bikes?", tail_silence=1.0)
+    question = synthesize_speech("I have a question about renting bikes.", tail_silence=1.0)  # the LLM's to answer
     async with brisk_with_llm(llm.app(), operator_key="ops-key", data_dir=tmp_path,
                               record_audio=True) as (base_url, app):
         await place_call(base_url, app, question.samples, question.sample_rate)

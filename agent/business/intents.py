@@ -177,12 +177,13 @@ class IntentMatcher:
     def _meant(self, text: str) -> tuple[str, float] | None:
         """The topic the words are about by meaning (agent/business/meaning.py), when close and clear.
 
-        A question about a task ("What do I need to rent a bike?") is about its facts, not a
-        request to start it: a tool that opens a multi-step task is left out for questions."""
+        A tool that opens a multi-step task is only for words that ask for it ("I'd like to hire
+        a bike", "Can I book ...?"): a question about the task ("What do I need to rent a bike?")
+        is about its facts, and "I have a question about renting bikes." is not a booking."""
         if self._meaning is None:
             return None
         among = set(self.intents)
-        if asks_rather_than_requests(text):
+        if not requests(text):
             among -= {name for name, intent in self.intents.items() if intent.tool in _TASK_TOOLS}
         return self._meaning.topic(text, among)
 
@@ -423,6 +424,11 @@ def asks_rather_than_requests(text: str) -> bool:
     you reserve two bikes?")."""
     words = comparison_words(text)
     return opens_a_question(text) and tuple(words[:2]) not in _REQUEST_OPENINGS
+
+
+def requests(text: str) -> bool:
+    """Whether ``text`` asks for something to be done: "I'd like ...", "Can I ...?", "Could you ...?"."""
+    return is_request(text) or tuple(comparison_words(text)[:2]) in _REQUEST_OPENINGS
 
 
 # "Can I ...?", "Could you ...?": how a request is put as a question.

@@ -88,9 +88,10 @@ class ToolRouter:
                 return answer
             return FastAnswer("booking:ask_again", booking.ask_again(text))
         answer = self._request(text, earlier)
-        if answer is None or answer.intent == "unknown":
+        if answer is None or answer.intent == "unknown" or answer.tool is not None:
             # "Where is my order 4572? And do you sell unicorns?" is mostly words the file lacks,
-            # yet its first sentence is a request to run.
+            # yet its first sentence is a request to run; "I'd like two bikes for Saturday. And a
+            # child seat if you have one." is a request, and a question the caller must hear is not known.
             return self._request_and_more(text) or answer
         return answer
 
