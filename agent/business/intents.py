@@ -183,7 +183,7 @@ class IntentMatcher:
         if self._meaning is None:
             return None
         among = set(self.intents)
-        if not requests(text):
+        if asks_rather_than_requests(text) or not requests(text):
             among -= {name for name, intent in self.intents.items() if intent.tool in _TASK_TOOLS}
         return self._meaning.topic(text, among)
 
