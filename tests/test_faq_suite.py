@@ -175,3 +175,24 @@ async def test_the_text_section_asks_both_sides_over_a_real_openai_compatible_se
     assert by["brisk", "faq-tune-time"]["bot_text"] == "A basic tune-up is 45 dollars."
     assert text["brisk"]["wrong"] == 0 and text["stock"]["wrong"] >= 1
     assert len(llm.requests) == 3  # stock twice, brisk once
+
+
+def test_several_businesses_are_summarised_each_with_its_right_wrong_and_dont_know():
+    from agent.bench.faq import format_summary, summary_by_business
+
+    def counts(right, wrong, dont_know):
+        return {"correct": right, "wrong": wrong, "dont_know": dont_know, "incomplete": 0, "no_answer": 0}
+
+    spoken = {**counts(19, 0, 1), "v2v_ms": {"right": {"p50": 610.0}, "fast_path": {"p50": 590.0}, "llm": {"p50": None}}}
+    suites = [
+        {"config": {"business_name": "Shop", "questions": 20, "unknown_questions": 4}, "brisk": spoken,
+         "text": {"brisk": counts(20, 0, 0)}},
+        {"config": {"business_name": "Other", "questions": 10, "unknown_questions": 2}, "text": {"brisk": counts(9, 0, 1)}},
+    ]
+    summary = summary_by_business(suites)
+    assert summary["Shop"]["spoken"]["right"] == 19 and summary["Shop"]["spoken"]["v2v_p50_ms"]["right"] == 610.0
+    assert summary["Other"]["text"] == {"right": 9, "wrong": 0, "dont_know": 1, "incomplete": 0, "no_answer": 0}
+    assert "spoken" not in summary["Other"]
+    table = format_summary(summary)
+    assert "| Shop | 20 | 19 / 0 / 1 | 20 / 0 / 0 | 610 / 590 |" in table
+    assert "| Other | 10 | - | 9 / 0 / 1 | - |" in table

@@ -192,3 +192,18 @@ def test_yes_to_the_offer_of_a_person_is_the_hand_over_and_a_new_question_is_not
     # A yes to anything else is not a hand-over.
     assert router("Yes, please.", bot_said="We're open from 9 in the morning.") is None or \
         router("Yes, please.", bot_said="We're open from 9 in the morning.").tool != "transfer_to_human"
+
+
+def test_a_statement_around_a_question_is_context_not_what_is_asked(embedder):
+    # Whisper ends the caller's first clause with a full stop: the ferry is where they are going,
+    # not what they ask about.
+    answer = router_for(BIKES, embedder)("I'm catching the ferry. Can I leave my bike with you for the day?")
+    assert answer is None or "Harbor Lane" not in answer.text or "person" in answer.text, answer
+
+
+def test_a_sure_to_words_the_file_does_not_know_is_not_said(embedder):
+    # An LLM's "Sure!" to a misheard statement agrees to what the file never said (FAQ suite, 00:04).
+    facts = router_for(PIZZA, embedder).matcher._facts
+    heard = "You're hiring delivery drivers right to home."
+    assert not facts.supports(heard, "Sure! We deliver within 3 miles of the shop.")
+    assert facts.supports("I'd like a large cheese pizza.", "Sure! A large cheese pizza is 18 dollars.")

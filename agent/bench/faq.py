@@ -106,13 +106,15 @@ def summarize(turns: list[dict]) -> dict:
     fast = [t["v2v_ms"] for t in answered if t.get("fast_path")]
     llm = [t["v2v_ms"] for t in answered if not t.get("fast_path")]
     spec = [t["v2v_ms"] for t in answered if not t.get("fast_path") and t.get("speculative")]
+    right = [t["v2v_ms"] for t in answered if t["grade"] == "correct"]
 
     return {
         "questions": len(turns),
         **counts,
         "correct_rate": round(counts["correct"] / len(turns), 3) if turns else None,
         "fast_path_hits": sum(1 for t in turns if t.get("fast_path")),
-        "v2v_ms": {"fast_path": percentiles(fast), "llm": percentiles(llm), "llm_speculative": percentiles(spec)},
+        "v2v_ms": {"fast_path": percentiles(fast), "llm": percentiles(llm), "llm_speculative": percentiles(spec),
+                   "right": percentiles(right)},
     }
 
 
@@ -415,16 +417,21 @@ def summary_by_business(suites: list[dict]) -> dict:
             if counts:
                 row[source] = {"right": counts["correct"], "wrong": counts["wrong"], "dont_know": counts["dont_know"],
                                "incomplete": counts["incomplete"], "no_answer": counts.get("no_answer", 0)}
+                if "v2v_ms" in counts:  # spoken: how fast the right answers came, and the fast path's
+                    row[source]["v2v_p50_ms"] = {path: counts["v2v_ms"][path]["p50"]
+                                                 for path in ("right", "fast_path", "llm") if path in counts["v2v_ms"]}
         summary[name] = row
     return summary
 
 
 def format_summary(summary: dict) -> str:
-    lines = ["| business (Brisk) | questions | spoken: right / wrong / don't know | text: right / wrong / don't know |",
-             "|---|---|---|---|"]
+    lines = ["| business (Brisk) | questions | spoken: right / wrong / don't know | text: right / wrong / don't know | "
+             "spoken v2v P50, right answers / fast path (ms) |", "|---|---|---|---|---|"]
     for name, row in summary.items():
         def cell(source):
             c = row.get(source)
             return f"{c['right']} / {c['wrong']} / {c['dont_know']}" if c else "-"
-        lines.append(f"| {name} | {row['questions']} | {cell('spoken')} | {cell('text')} |")
+        v2v = row.get("spoken", {}).get("v2v_p50_ms", {})
+        speed = f"{fmt(v2v.get('right'))} / {fmt(v2v.get('fast_path'))}" if v2v else "-"
+        lines.append(f"| {name} | {row['questions']} | {cell('spoken')} | {cell('text')} | {speed} |")
     return "\n".join(lines)

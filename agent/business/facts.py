@@ -371,6 +371,10 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # asks yes or no as plainly as "Can I leave my bike here?".
     asked = comparison_words(next((c for c in reversed(_CLAUSES.split(question)) if len(c.split()) >= 2), question))
     said = comparison_words(answer)
+    if unknown and said and said[0] in _YES_NO_ANSWER and not (asked and asked[0] in _YES_NO_QUESTION):
+        # "Sure!" to a turn that is no yes-or-no question agrees with what was said, and what was
+        # said names what the file does not know ("You're hiring delivery drivers?").
+        return False
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in

@@ -40,7 +40,7 @@ from difflib import SequenceMatcher
 import jellyfish
 
 from agent.business.facts import FactIndex, asked_items, item_words, numbers_as_digits, same_word
-from agent.business.meaning import ABOUT, ASK_LLM, NOTHING_NEAR
+from agent.business.meaning import ABOUT, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
 from processors.fast_path import FastAnswer
@@ -292,7 +292,7 @@ class IntentMatcher:
         return answer[:1].upper() + answer[1:]
 
     def _nearest_fact_answer(self, text: str) -> FastAnswer | None:
-        """For a question near a fact of the file but not clearly about it (``ASK_LLM`` to
+        """For a question near a fact of the file but not clearly about it (``NEAR_A_FACT`` to
         ``ABOUT``): that fact, said as what it is, the nearest thing the file says, with a
         person offered ("I'm not sure that's what you're asking, but we don't take cash or
         cheques. Would you like me to put you through to a person?"). True whatever was asked,
@@ -302,7 +302,7 @@ class IntentMatcher:
             return None
         answering = {name for name, intent in self.intents.items() if intent.answer is not None}
         ranked = [r for r in self._meaning.ranked(text) if r[0] in answering]
-        if not ranked or not ASK_LLM <= ranked[0][1] < ABOUT:
+        if not ranked or not NEAR_A_FACT <= ranked[0][1] < ABOUT:
             return None
         answer = self._answer(ranked[0][0], text)
         if answer is None or answer == self.business.unknown_answer:
@@ -331,9 +331,9 @@ class IntentMatcher:
                 nearest = self._meaning.nearest(text)
                 if nearest < NOTHING_NEAR:
                     return True
-                if nearest >= ASK_LLM:
-                    # Near something the file says, though not clearly one topic: the LLM reads
-                    # the nearest facts, and the answer check holds it to them.
+                if nearest >= NEAR_A_FACT:
+                    # Near something the file says that no answer template could say (a price of
+                    # no listed item, say): the LLM reads the nearest facts, held to them.
                     return False
             return not self._facts.relevant(text) or self._mostly_unknown(text)
         return (is_request(text) and self._mostly_unknown(text)

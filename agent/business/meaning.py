@@ -2,8 +2,8 @@
 
 Consumes a ``Business``, its fact lines (agent/business/facts.py) and the caller's words; returns
 the topics ranked by how close the words lie to that topic's sentences (``MeaningIndex.ranked``),
-and the priced item or policy a question names in other words ("an e-bike" is the electric bike
-rental).
+the fact lines nearest them (``fact_lines``), and the priced item a question names in other words
+("an e-bike" is the electric bike rental: ``item``).
 
 The sentences ("anchors") are the file's own: every fact line, every intent example, each priced
 item and policy named in a question's usual form ("How much is a basic tune-up?"), plus a few
@@ -15,8 +15,8 @@ ask about the same final).
 Why by meaning: matching words against examples answered the questions the file was tuned on and
 refused the same questions worded the way callers talk ("When do you shut on weekdays?", "What
 would a day on an e-bike set me back?"). The thresholds below were measured on the shipped
-bike shop's tuned questions only (README, "Understanding"), then checked on businesses and
-questions written after them.
+bike shop's first 32 questions only (README, "Understanding any caller of any business"), then
+checked on businesses and questions written after them.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from agent.business.model import Business
 ABOUT = 0.62
 # Below this, nothing in the file is near the turn: no fact answers it.
 NOTHING_NEAR = 0.30
-# From this, a turn no topic clearly takes is near enough to the file for the LLM to read its
-# nearest facts (and say it does not know when they do not answer it).
-ASK_LLM = 0.45
+# From this, a question no topic clearly takes is near a fact: it hears that fact said as the
+# nearest thing the file says, with a person offered (agent/business/intents.py).
+NEAR_A_FACT = 0.45
 # The best topic must lead the next one by this much to be taken without an intent's keyword.
 LEAD = 0.04
-# A priced item or policy named in other words: its name this close to the turn ...
+# A priced item named in other words: its name this close to the turn ...
 ITEM_NEAR = 0.45
 # ... and this much closer than the next item's.
 ITEM_LEAD = 0.05
@@ -52,6 +52,9 @@ _GENERIC = {
     "address": ("Where are you located?", "What is your address?", "How do I get to you?"),
     "phone": ("What is your phone number?", "What number can I call?"),
 }
+
+# ... and what any caller asks a business that has a price list.
+_ASKING_A_PRICE = ("How much does it cost?", "What do you charge for it?", "What is the price?")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ def anchors_of(business: Business, fact_lines: list[tuple[str, str]]) -> tuple[A
         anchors += [Anchor(example, name) for example in intent.examples]
     for topic, questions in _GENERIC.items():
         anchors += [Anchor(q, topic) for q in questions]
+    if business.prices:
+        anchors += [Anchor(q, "prices") for q in _ASKING_A_PRICE]
     for item in business.prices:
         anchors += [Anchor(f"How much is {_article(item)} {item}?", "prices"),
                     Anchor(f"What does {_article(item)} {item} cost?", "prices")]
@@ -117,10 +122,13 @@ class MeaningIndex:
         self.ranked = functools.lru_cache(maxsize=64)(self._ranked)
 
     def _vector(self, text: str) -> np.ndarray:
-        """The turn's vectors: the whole, and each sentence of a turn of several ("Where are you
-        guys at? I'm trying to find the place."), whose one question a sentence around it dilutes."""
+        """The turn's vectors: the whole, and each question of a turn of several sentences ("Where
+        are you guys at? I'm trying to find the place."), which the sentences around it dilute. A
+        statement around it is context, not what is asked: "I'm catching the ferry. Can I leave my
+        bike with you?" is not about the address."""
         sentences = [s.strip() for s in _SENTENCE.findall(text) if len(s.split()) >= 2]
-        return np.stack([self.embedder.vector(piece) for piece in ([text, *sentences] if len(sentences) > 1 else [text])])
+        questions = [s for s in sentences if s.endswith("?")] if len(sentences) > 1 else []
+        return np.stack([self.embedder.vector(piece) for piece in [text, *questions]])
 
     def _similarity(self, vectors: np.ndarray, text: str) -> np.ndarray:
         """Each row of ``vectors``' similarity to the turn (to its nearest piece)."""
