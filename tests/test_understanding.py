@@ -207,3 +207,5 @@ def test_a_sure_to_words_the_file_does_not_know_is_not_said(embedder):
     heard = "You're hiring delivery drivers right to home."
     assert not facts.supports(heard, "Sure! We deliver within 3 miles of the shop.")
     assert facts.supports("I'd like a large cheese pizza.", "Sure! A large cheese pizza is 18 dollars.")
+    # One word the file lacks in a turn about what it holds is not a turn about something else.
+    assert facts.supports("I have a question about delivery.", "Sure! We deliver within 3 miles of the shop.")

@@ -321,6 +321,8 @@ def numbers_in(text: str) -> set[str]:
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _CLAUSES = re.compile(r"[,.;:!?]")
+# A turn more than this much of whose words no fact holds is mostly about what the file does not know.
+_MOSTLY_UNKNOWN = 0.5
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
 
 
@@ -371,9 +373,10 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # asks yes or no as plainly as "Can I leave my bike here?".
     asked = comparison_words(next((c for c in reversed(_CLAUSES.split(question)) if len(c.split()) >= 2), question))
     said = comparison_words(answer)
-    if unknown and said and said[0] in _YES_NO_ANSWER and not (asked and asked[0] in _YES_NO_QUESTION):
+    if (said and said[0] in _YES_NO_ANSWER and not (asked and asked[0] in _YES_NO_QUESTION)
+            and index.unknown_share(question) > _MOSTLY_UNKNOWN):
         # "Sure!" to a turn that is no yes-or-no question agrees with what was said, and what was
-        # said names what the file does not know ("You're hiring delivery drivers?").
+        # said is mostly what the file does not know ("You're hiring delivery drivers right to home.").
         return False
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
