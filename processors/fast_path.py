@@ -73,7 +73,9 @@ def last_user_words(context, back: int = 0, role: str = "user") -> str:
     """The caller's last words in ``context`` (an ``LLMContext``), or ""; ``back=1``: their turn
     before; ``role="assistant"``: the bot's."""
     for message in reversed(context.get_messages()):
-        if isinstance(message, dict) and message.get("role") == role and message.get("content"):
+        if isinstance(message, dict) and message.get("role") == role:
+            if role == "assistant" and not message.get("content"):
+                continue  # a tool call, not words the bot said
             if back:
                 back -= 1
                 continue

