@@ -111,7 +111,11 @@ def test_the_bench_takes_the_faq_suite_and_refuses_flags_it_has_no_use_for():
 def test_the_faq_suite_runs_any_business_with_the_questions_beside_it():
     args = parse_args(["--suite", "faq", "--business", "a.yaml", "--business", "b.yaml", "--text"])
     assert args.business == ["a.yaml", "b.yaml"] and args.text
-    for wrong in (["--business", "a.yaml"], ["--suite", "faq", "--business", "a.yaml", "--business", "b.yaml",
+    # The A/B takes one business (its shop.bench.yaml), and no FAQ options.
+    assert parse_args(["--business", "a.yaml"]).business == ["a.yaml"]
+    for wrong in (["--business", "a.yaml", "--text"], ["--business", "a.yaml", "--business", "b.yaml"],
+                  ["--suite", "turns", "--business", "a.yaml"], ["--suite", "faq", "--llm", "reference"],
+                  ["--suite", "faq", "--business", "a.yaml", "--business", "b.yaml",
                                              "--questions", "q.yaml"]):
         with pytest.raises(SystemExit):
             parse_args(wrong)

@@ -1,6 +1,6 @@
 """``agent bench``: Brisk against stock pipecat, side by side, on the same models and transport.
 
-    python -m agent bench [--quick] [--llm embedded|scripted] [--turns N] [--json PATH] [--plot PATH]
+    python -m agent bench [--quick] [--llm embedded|scripted|reference] [--turns N] [--business FILE] [--json PATH] [--plot PATH]
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
     python -m agent bench --suite turns [--turns N] [--json PATH]
 
@@ -8,9 +8,13 @@ One ``Runtime`` (one LLM server, one Whisper, one voice) serves three HTTP serve
 process: stock pipecat as ``agent/pipeline.py`` builds it, stock pipecat tuned for speed
 (``stock_tuned``: Brisk's VAD parameters, pipecat's ``SpeechTimeoutUserTurnStopStrategy`` at
 Brisk's timeout, still segmented Whisper and default sentence aggregation) and Brisk as
-configured by default. Each spoken turn of the corpus (``agent/bench/corpus.py``) is one real
-WebRTC call placed with the aiortc caller to each pipeline in turn (which one goes first
-rotates), after one warm-up call to each.
+configured by default. Each spoken turn of the business's A/B corpus (``shop.bench.yaml`` beside
+the business file, read by ``agent/bench/ab_corpus.py``, rendered by ``agent/bench/corpus.py``)
+is one real WebRTC call placed with the aiortc caller to each pipeline in turn (which one goes
+first rotates), after one warm-up call to each. Every turn is graded (right, wrong, refused) and
+tagged with the path that answered it; ``agent/bench/graded.py`` gives each side's ``graded`` and
+``by_path`` and the ``ratio_llm`` over the turns Brisk's LLM answered. ``--llm reference`` puts a
+capable cloud LLM's right answers and speed behind both sides (``agent/bench/reference_llm.py``).
 
 Per turn it records: voice-to-voice latency (true end of speech, found from the WAV's samples,
 to the first audible bot audio arriving at the caller), the server's latency waterfall re-based
@@ -53,11 +57,14 @@ from pipecat.audio.vad.vad_analyzer import VADParams
 
 from agent.bench import capacity, overhead, phone
 from agent.bench.barge_in import BARGE_IN_METHOD, FULL_INTERRUPTIONS, QUICK_INTERRUPTIONS, run_barge_in
+from agent.bench.ab_corpus import corpus_path, grade_turn, load_corpus, select_turns
 from agent.bench.calls import start_rig
 from agent.bench.corpus import CORPUS, WARMUP, render, select
+from agent.bench.graded import by_path, format_graded, graded, path_of, ratio_llm
 from agent.bench.listening import NO_ANSWER_S
 from agent.bench.meters import whisper_ms
 from agent.bench.plot import plot
+from agent.bench.reference_llm import REFERENCE_TOKENS_PER_S, REFERENCE_TTFT_MS, REFERENCE_TTFT_SPREAD, reference_llm
 from agent.bench.report import AB_FLAVORS, format_table, machine_info, summarize_side, v2v_ratios
 from agent.bench.scripted_llm import DEFAULT_ANSWER, ScriptedLLM
 from agent.bench.stats import fmt
@@ -81,20 +88,29 @@ def _log(message: str) -> None:
 
 
 async def run_bench(*, llm: str, turns: int | None, quick: bool,
-                    ttft_ms: int = SCRIPTED_TTFT_MS, tokens_per_s: float = SCRIPTED_TOKENS_PER_S) -> dict:
+                    ttft_ms: int = SCRIPTED_TTFT_MS, tokens_per_s: float = SCRIPTED_TOKENS_PER_S,
+                    business: str | None = None, reference_ttft_ms: int = REFERENCE_TTFT_MS) -> dict:
     machine = machine_info()
-    utterances = select(turns, quick)
-    clips = [render(u) for u in utterances]
+    corpus = load_corpus(corpus_path(business))
+    chosen = select_turns(corpus, turns, quick)
+    clips = [render(t.utterance) for t in chosen]
     warmup = render(WARMUP)
-    scripted = llm == "scripted"
-    scripted_llm = ScriptedLLM(ttft_s=ttft_ms / 1000, tokens_per_s=tokens_per_s) if scripted else None
+    scripted = llm in ("scripted", "reference")
+    if llm == "reference":
+        scripted_llm = reference_llm(corpus, ttft_ms=reference_ttft_ms)
+        # The barge-in call's scripted LLM runs at the reference's typical speed.
+        ttft_ms, tokens_per_s = reference_ttft_ms, sum(REFERENCE_TOKENS_PER_S) / 2
+    else:
+        scripted_llm = ScriptedLLM(ttft_s=ttft_ms / 1000, tokens_per_s=tokens_per_s) if scripted else None
+    overrides = {"business": business} if business else {}
 
     async with AsyncExitStack() as stack:
         if scripted:
             llm_url = await stack.enter_async_context(serve_app(scripted_llm.app()))
-            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model="scripted")
+            config = load_config(llm_base_url=f"{llm_url}/v1", llm_model=llm, **overrides)
         else:
-            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS)
+            config = load_config(llm_max_tokens=EMBEDDED_MAX_TOKENS, **overrides)
+        the_business = config.business_definition
         _log(f"bench: starting the runtime ({llm} LLM) ...")
         runtime = Runtime(config)
         stack.push_async_callback(runtime.stop)
@@ -114,17 +130,20 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
 
         results: list[dict] = []
         total = len(AB_FLAVORS) * len(clips)
-        for i, clip in enumerate(clips):
+        for i, (ab_turn, clip) in enumerate(zip(chosen, clips)):
             shift = i % len(AB_FLAVORS)
             order = AB_FLAVORS[shift:] + AB_FLAVORS[:shift]
             for flavor in order:
                 turn = await rig.call(flavor, clip)
                 turn["pair"] = i
                 turn["order"] = len(results)
+                turn["needs"] = ab_turn.needs
+                turn["grade"] = grade_turn(ab_turn, turn["bot_text"] if turn["answered"] else None, the_business)
+                turn["path"] = path_of(turn, the_business) if flavor == "brisk" else "llm"
                 results.append(turn)
                 _log(
                     f"[{len(results)}/{total}] {flavor:11} {clip.utterance.id:20} v2v {fmt(turn['v2v_ms']):>5} ms"
-                    f"  heard {turn['user_text']!r}"
+                    f"  {turn['grade']:9} {turn['path']:9} heard {turn['user_text']!r} -> {turn['bot_text']!r}"
                 )
 
         # After the A/B turns, so its load never overlaps a measured turn.
@@ -136,19 +155,33 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
 
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     by_side = {f: [t for t in results if t["side"] == f] for f in AB_FLAVORS}
+    sides = {f: {**summarize_side(by_side[f]), "graded": graded(by_side[f]), "by_path": by_path(by_side[f])}
+             for f in AB_FLAVORS}
     return {
-        "stock": summarize_side(by_side["stock"]),
-        "stock_tuned": summarize_side(by_side["stock_tuned"]),
-        "brisk": {**summarize_side(by_side["brisk"]), "barge_in": barge_in},
+        "stock": sides["stock"],
+        "stock_tuned": sides["stock_tuned"],
+        "brisk": {**sides["brisk"], "barge_in": barge_in},
         "ratio": v2v_ratios(results),
         "ratio_tuned": v2v_ratios(results, baseline="stock_tuned"),
+        "ratio_llm": ratio_llm(results),
+        "ratio_llm_tuned": ratio_llm(results, baseline="stock_tuned"),
         "turns": results,
         "machine": machine,
         "config": {
             "llm": llm,
             "llm_model": runtime.resources.llm_model if runtime.resources else None,
             "scripted": {"ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s, "answer": DEFAULT_ANSWER}
-            if scripted else None,
+            if llm == "scripted" else None,
+            "reference": {"ttft_ms_median": reference_ttft_ms, "ttft": "log-normal around the median, sigma "
+                          f"{REFERENCE_TTFT_SPREAD}", "tokens_per_s": list(REFERENCE_TOKENS_PER_S),
+                          "answers": "the corpus turn's right answer, nearest words (agent/bench/reference_llm.py)"}
+            if llm == "reference" else None,
+            "business": the_business.name,
+            "corpus": str(corpus_path(business)),
+            "graded": "as the FAQ suite grades (agent/bench/ab_corpus.py): right, wrong (a fact the file does not "
+                      "hold, or an answer to what the file cannot answer), refused (don't-know to an answerable "
+                      "question); v2v_ms_right over right answers only",
+            "paths": "brisk: fast_path (a fixed answer), tool (the fast path started a tool), llm; stock: llm",
             "llm_max_tokens": config.llm_max_tokens,
             "llm_threads": config.llm_server_threads if llm == "embedded" else None,
             "turns_per_side": len(clips),
@@ -209,9 +242,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_TURNS} turns with the scripted LLM (a few minutes)")
-    parser.add_argument("--llm", choices=("embedded", "scripted"), default=None,
+    parser.add_argument("--llm", choices=("embedded", "scripted", "reference"), default=None,
                         help="embedded: the packaged local model (default); scripted: a loopback "
-                             "OpenAI-compatible server with a fixed answer (default with --quick)")
+                             "OpenAI-compatible server with a fixed answer (default with --quick); reference: "
+                             "a loopback server giving each corpus turn its right answer at a cloud LLM's speed "
+                             "(agent/bench/reference_llm.py)")
     parser.add_argument("--turns", type=int, default=None,
                         help="spoken turns per side (default: the whole corpus, or 8 with --quick)")
     parser.add_argument("--json", dest="json_path", default=None, help="write the full results as JSON here")
@@ -220,6 +255,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="scripted LLM time to first token (default 300)")
     parser.add_argument("--scripted-tokens-per-s", type=float, default=SCRIPTED_TOKENS_PER_S,
                         help="scripted LLM token rate (default 30)")
+    parser.add_argument("--reference-ttft-ms", type=int, default=REFERENCE_TTFT_MS,
+                        help=f"--llm reference: median time to first token (default {REFERENCE_TTFT_MS})")
     parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
                         help="capacity instead of the A/B: that many calls at once per level, "
                              f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
@@ -230,8 +267,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "(JSON key \"turns\", agent/bench/turns.py); threads: the embedded LLM's speed per "
                              "thread count, alone and next to Whisper (JSON key \"threads\", agent/bench/threads.py)")
     parser.add_argument("--business", action="append", default=None, metavar="FILE",
-                        help="--suite faq: the business file to ask, with its questions beside it (shop.yaml -> "
-                             "shop.faq.yaml); repeat for several (default: the shipped Harbor Lane Bikes)")
+                        help="the business file to ask, with its questions beside it: --suite faq reads "
+                             "shop.faq.yaml (repeat for several), the A/B shop.bench.yaml (default: the shipped "
+                             "Harbor Lane Bikes)")
     parser.add_argument("--questions", default=None, metavar="FILE",
                         help="--suite faq: the questions file, for one --business (default: beside the business file)")
     parser.add_argument("--text", action="store_true",
@@ -239,8 +277,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
         parser.error("--suite faq takes --llm, --turns, --business, --questions, --text and --json only")
-    if args.suite != "faq" and (args.business or args.questions or args.text):
-        parser.error("--business, --questions and --text are for --suite faq")
+    if args.suite != "faq" and (args.questions or args.text):
+        parser.error("--questions and --text are for --suite faq")
+    if args.suite not in ("faq", "ab") and args.business:
+        parser.error("--business is for --suite faq and the A/B")
+    if args.suite == "ab" and len(args.business or []) > 1:
+        parser.error("the A/B takes one --business")
+    if args.llm == "reference" and args.suite != "ab":
+        parser.error("--llm reference is for the A/B (its corpus holds the right answers)")
     if args.questions and len(args.business or []) > 1:
         parser.error("--questions goes with one --business")
     if args.suite == "turns" and (args.quick or args.concurrency or args.llm):
@@ -275,9 +319,12 @@ def main(argv: list[str]) -> int:
         return _threads_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
-                  ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s)
+                  ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s,
+                  business=(args.business or [None])[0], reference_ttft_ms=args.reference_ttft_ms)
     )
     result["machine"]["wall_s"] = round(time.monotonic() - started, 1)
+    print(format_graded(result, AB_FLAVORS))
+    print()
     print(format_table(result))
     # Per-processor overhead: seconds of work, so it runs after the calls, not between them.
     result["processor_overhead"] = asyncio.run(overhead.measure(frames=500 if args.quick else 2000))

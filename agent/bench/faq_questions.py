@@ -67,13 +67,18 @@ def load_questions(path: Path | str) -> tuple[FaqQuestion, ...]:
         raise QuestionsError(f"questions file {path}: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise QuestionsError(f"questions file {path}: expected a list under 'questions:'")
+    return questions_from(data["questions"], f"questions file {path}")
+
+
+def questions_from(items: list, source: str, prefix: str = "faq-") -> tuple[FaqQuestion, ...]:
+    """The questions of a file's list (``source`` names it in errors); ids get ``prefix``."""
     questions = []
-    for n, item in enumerate(data["questions"], start=1):
+    for n, item in enumerate(items, start=1):
         try:
             parts = item["say"] if isinstance(item["say"], list) else [item["say"]]
             if not all(isinstance(p, (str, int)) for p in parts) or not any(isinstance(p, str) for p in parts):
                 raise ValueError("'say' is a sentence, or a list of sentences and pauses in ms")
-            utterance = spoken(f"faq-{item['id']}", "faq", item.get("voice", "en-us"), int(item.get("wpm", 160)), *parts)
+            utterance = spoken(f"{prefix}{item['id']}", "faq", item.get("voice", "en-us"), int(item.get("wpm", 160)), *parts)
             must = tuple(tuple(group) for group in item.get("must", ()))
             must_not = tuple(item.get("must_not", ()))
             for pattern in [p for group in must for p in group] + list(must_not):
@@ -83,10 +88,10 @@ def load_questions(path: Path | str) -> tuple[FaqQuestion, ...]:
                                          item.get("day_offset")))
         except (KeyError, TypeError, ValueError, re.error) as error:
             name = item.get("id", n) if isinstance(item, dict) else n
-            raise QuestionsError(f"questions file {path}: question {name}: {error}") from None
+            raise QuestionsError(f"{source}: question {name}: {error}") from None
     ids = [q.id for q in questions]
     if len(set(ids)) != len(ids):
-        raise QuestionsError(f"questions file {path}: ids repeat ({sorted({i for i in ids if ids.count(i) > 1})})")
+        raise QuestionsError(f"{source}: ids repeat ({sorted({i for i in ids if ids.count(i) > 1})})")
     return tuple(questions)
 
 

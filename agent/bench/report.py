@@ -135,6 +135,10 @@ def format_table(result: dict) -> str:
     llm = config["llm"]
     if llm == "scripted":
         llm = f"scripted (TTFT {config['scripted']['ttft_ms']} ms, {config['scripted']['tokens_per_s']:g} tok/s)"
+    elif llm == "reference":
+        ref = config["reference"]
+        llm = (f"reference (right answers, TTFT ~{ref['ttft_ms_median']} ms, "
+               f"{ref['tokens_per_s'][0]:g}-{ref['tokens_per_s'][1]:g} tok/s)")
     else:
         llm = f"embedded ({config['llm_model']})"
     lines = [

@@ -40,6 +40,8 @@ class RecordedRequest:
     include_usage: bool = False  # the client asked for the usage chunk (stream_options)
     tools: list | None = None  # the tools the request offered, as sent
     max_tokens: int | None = None  # the cap the request asked for (a prompt-cache warm-up asks for 1)
+    ttft_s: float | None = None  # this request's time to first token and token rate (``ScriptedLLM.pace``)
+    tokens_per_s: float | None = None
 
     @property
     def last_user_text(self) -> str:
@@ -74,6 +76,8 @@ class ScriptedLLM:
     tokens_per_s: float = 30.0
     answer_for: Callable[[list[dict]], str] = field(default=lambda _messages: DEFAULT_ANSWER)
     requests: list[RecordedRequest] = field(default_factory=list)
+    # Per request (TTFT s, tokens/s), when the speed should vary as a real server's does; else the fixed two.
+    pace: Callable[[], tuple[float, float]] | None = None
 
     def busy(self, since: int = 0) -> bool:
         """Whether a request from ``requests[since]`` on is still streaming."""
@@ -93,10 +97,11 @@ class ScriptedLLM:
             record = RecordedRequest(messages=messages, received_at=time.monotonic(), tools=body.get("tools"),
                                      max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
                                      include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
+            record.ttft_s, record.tokens_per_s = self.pace() if self.pace else (self.ttft_s, self.tokens_per_s)
             self.requests.append(record)
             answer = self.answer_for(messages)
             if not body.get("stream"):
-                await asyncio.sleep(self.ttft_s)
+                await asyncio.sleep(record.ttft_s)
                 record.completed = True
                 return JSONResponse(_completion(answer, record.usage(len(_tokens(answer)))))
             return StreamingResponse(self._stream(record, answer, request), media_type="text/event-stream")
@@ -113,10 +118,11 @@ class ScriptedLLM:
         """SSE events for ``deltas``, one per token at the set TTFT and rate, then the finish."""
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         try:
-            await asyncio.sleep(self.ttft_s)
+            await asyncio.sleep(self.ttft_s if record.ttft_s is None else record.ttft_s)
+            rate = self.tokens_per_s if record.tokens_per_s is None else record.tokens_per_s
             for i, delta in enumerate(deltas):
                 if i:
-                    await asyncio.sleep(1.0 / self.tokens_per_s)
+                    await asyncio.sleep(1.0 / rate)
                 if await request.is_disconnected():
                     record.disconnected = True
                     return
