@@ -98,6 +98,12 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     ("A student discount.", "I'm not sure about that. Would you like me to put you through to a person?"),
     # The unknown thing named only to say it is not known.
     ("Is there parking near the shop?", "I'm not sure about parking. Would you like me to put you through to a person?"),
+    # Worked out from the prices the caller named and the caller's own numbers.
+    ("How much would it be to rent two city bikes for three days?", "That would be 120 dollars, 20 dollars a bike a day."),
+    ("What's the difference in price between a city bike and an electric bike for a day?",
+     "The electric bike is 25 dollars more."),
+    ("If I rent an electric bike and get a tune-up, what's that all together?", "That's 90 dollars together."),
+    ("Four of us want city bikes for Saturday. How much is that?", "Four city bikes are 80 dollars for the day."),
 ])
 def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     assert facts.supports(question, answer)
@@ -131,6 +137,10 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     # does not know (FAQ suite, 2026-12-01: "Can I pay with cash?" heard without its "Can").
     ("I pay with cash.", "Flat tyre repair is 12 dollars, while you wait."),
     ("I pay with cash.", "A basic tune-up is 45 dollars, ready in one day. A flat tyre repair is 12 dollars, while you wait."),
+    # A sum nobody asked for: one thing named, nothing to add to it; a total that is not the sum.
+    ("How much is a basic tune-up?", "A basic tune-up is 65 dollars."),
+    ("How much would it be to rent two city bikes for three days?", "That would be 150 dollars."),
+    ("How much is a bike helmet for two days?", "A bike helmet is 40 dollars."),
 ])
 def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     assert not facts.supports(question, answer)

@@ -320,10 +320,48 @@ def numbers_in(text: str) -> set[str]:
 
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+# Words that ask to combine facts, in any business: a total, a difference, a comparison.
+RECKONING = frozenset({"together", "altogether", "total", "both", "combined", "difference",
+                        "more", "less", "cheaper", "dearer", "expensive", "extra", "plus", "sum", "than", "between",
+                        "versus", "compared"})
 _CLAUSES = re.compile(r"[,.;:!?]")
 # A turn more than this much of whose words no fact holds is mostly about what the file does not know.
 _MOSTLY_UNKNOWN = 0.5
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
+
+
+def asks_to_reckon(text: str) -> bool:
+    """Whether ``text`` asks for facts combined, not one read out: a total, a difference or a
+    comparison ("what's that all together?", "is it cheaper to..."), or a price for a count the
+    caller gives ("two city bikes for three days", "four of us"). "The electric one" is no count."""
+    words = set(comparison_words(text))
+    counts = {n for n in numbers_in(text) if n.isdigit() and 1 < int(n) <= 100}
+    return bool(words & RECKONING) or bool(counts)
+
+
+def worked_out_numbers(index: FactIndex, facts: list[str], question: str) -> set[str]:
+    """The numbers an answer may work out from what the file and the caller said: a number of a
+    price the caller named, times the caller's own numbers ("two city bikes for three days" is
+    2 x 3 x 20 = 120), and the sum or difference of two such from two prices the caller named
+    ("a city bike and an e-bike for a day" is 20 + 45). A tune-up never costs 45 + 20: the caller
+    named one thing, so nothing is added to it."""
+    asked = _words(question)
+    given = sorted({int(n) for n in numbers_in(question) if n.isdigit() and 0 < int(n) <= 100})
+    named = [line for line in facts if line in index.price_lines and {w for w in index.distinctive(line) & asked
+                                                                      if not numbers_in(w)}]
+    per_line = []
+    for line in named:
+        scaled = {int(n) for n in numbers_in(line) if n.isdigit()}
+        for f in list(scaled):
+            for i, a in enumerate(given):
+                scaled.add(f * a)
+                scaled.update(f * a * b for b in given[i + 1:])
+        per_line.append(scaled)
+    worked = set().union(*per_line) if per_line else set()
+    for i, first in enumerate(per_line):
+        for second in per_line[i + 1:]:
+            worked |= {a + b for a in first for b in second} | {abs(a - b) for a in first for b in second}
+    return {str(n) for n in worked if n > 0}
 
 
 def _not_a_claim(sentence: str) -> bool:
@@ -355,7 +393,9 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # and any of their numbers may be said.
     asked_words = _words(question)
     mentioned = asked_words | _words(answer)
-    unknown = index.unknown_words(question)
+    # A number word ("three days") is the caller's count, and a word of reckoning ("together",
+    # "cheaper") asks to combine what the file holds: neither is a thing the file does not know.
+    unknown = {w for w in index.unknown_words(question) if not numbers_in(w) and w not in RECKONING}
     strict = bool(unknown)
     # A claim about what the caller asked that the file does not know, their word said back in a
     # statement ("The parking near the shop is at 42 Harbor Lane."), is made up from the facts
@@ -363,7 +403,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     if any(unknown & _words(sentence) for sentence in _SENTENCE.findall(answer)
            if sentence.strip() and not _not_a_claim(sentence)):
         return False
-    for number in numbers_in(answer) - numbers_in(question):
+    worked_out = set() if strict else worked_out_numbers(index, facts, question)
+    for number in numbers_in(answer) - numbers_in(question) - worked_out:
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
                 asked_words if line in index.price_lines else mentioned)) for line in facts):
             return False

@@ -39,7 +39,7 @@ from difflib import SequenceMatcher
 
 import jellyfish
 
-from agent.business.facts import FactIndex, asked_items, item_words, numbers_as_digits, same_word
+from agent.business.facts import FactIndex, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
 from agent.business.meaning import ABOUT, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
@@ -229,6 +229,11 @@ class IntentMatcher:
         leans on it ("How much is a city bike?" ... "What about the electric one?"). ``bot_said``
         is the tools' (agent/tools/router.py): the matcher answers facts, not offers."""
         answer = self._answer_to(text)
+        if answer is not None and answer.tool is None and (answer.intent == "prices" or answer.intent.startswith("unsure:")) \
+                and asks_to_reckon(text):
+            # A fixed answer reads out one fact; a total, a difference or a price for the caller's
+            # count is the LLM's to work out from the facts (its numbers held to them: facts.py).
+            return None
         if (earlier and leans_on_before(text) and (answer is None or answer.intent == "unknown"
                                                    or answer.intent.startswith("unsure:"))
                 and not (self._facts and self._facts.unknown_asked(text, ignore=_ASKING_WORDS))):
