@@ -225,6 +225,9 @@ class BriskConfig(BaseSettings):
     understanding: Literal["meaning", "words"] = Field(
         "meaning", description="How a caller's words find the business's facts: meaning (a sentence-embedding model) and words, or words alone."
     )
+    hedged_answers: Literal["auto", "on", "off"] = Field(
+        "auto", description="A question near a fact but not plainly about it: on = the fast path says that fact with a hedge and a person; off = the LLM answers from the facts; auto = on with the embedded LLM, off with BRISK_LLM_BASE_URL."
+    )
     llm_grounding: bool = Field(
         True, description="Give the LLM the business facts each question is about, and the caller's date, next to it."
     )
@@ -459,6 +462,12 @@ class BriskConfig(BaseSettings):
     def embedded_llm(self) -> bool:
         """True when Brisk runs its own llama.cpp server."""
         return not self.llm_base_url
+
+    @property
+    def hedges(self) -> bool:
+        """Whether the fast path hedges (``hedged_answers``): a 0.5B model given the nearest fact
+        answered "Yes, you can pay cash"; a capable LLM elsewhere answers what the facts say."""
+        return self.hedged_answers == "on" or (self.hedged_answers == "auto" and self.embedded_llm)
 
     @property
     def facts_prefilled(self) -> bool:

@@ -354,7 +354,7 @@ def make_fast_path(
     business = config.business_definition
     if facts is None or not config.fast_path or not (business.intents or facts.meaning):
         return None
-    matcher = IntentMatcher(business, facts=facts if config.llm_grounding else None)
+    matcher = IntentMatcher(business, facts=facts if config.llm_grounding else None, hedge=config.hedges)
     return FastPathResponder(ToolRouter(matcher, tools) if tools else matcher, speculative_audio=speculative_audio)
 
 

@@ -6,7 +6,7 @@ import time
 import pytest
 from openai import AsyncOpenAI
 
-from agent.bench.ab_corpus import NEEDS_THE_LLM, AbTurn, corpus_path, grade_turn, load_corpus, select_turns
+from agent.bench.ab_corpus import NEEDS_THE_LLM, corpus_path, grade_turn, load_corpus, select_turns
 from agent.bench.faq_questions import QuestionsError
 from agent.bench.graded import by_path, graded, path_of, ratio_llm
 from agent.bench.reference_llm import DONT_KNOW, reference_llm

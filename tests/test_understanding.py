@@ -209,3 +209,26 @@ def test_a_sure_to_words_the_file_does_not_know_is_not_said(embedder):
     assert facts.supports("I'd like a large cheese pizza.", "Sure! A large cheese pizza is 18 dollars.")
     # One word the file lacks in a turn about what it holds is not a turn about something else.
     assert facts.supports("I have a question about delivery.", "Sure! We deliver within 3 miles of the shop.")
+
+
+@pytest.mark.parametrize("business, asked", [
+    (BIKES, "Do you ship to Canada?"),  # a policy, and a detail it does not mention
+    (BIKES, "Can I return a helmet I never used?"),
+    (PIZZA, "What's the number for the shop, in case we get cut off?"),  # near a fact, not plainly it
+])
+def test_what_a_fixed_answer_would_hedge_goes_to_a_capable_llm_instead(business, asked, embedder):
+    clock = lambda now=TUESDAY[business]: now  # noqa: E731
+    file = load_business(business)
+    facts = FactIndex(file, clock=clock, embedder=embedder)
+    hedged = IntentMatcher(file, facts=facts, clock=clock)(asked)
+    assert hedged is not None and hedged.intent != "unknown" and "person" in hedged.text, hedged
+    assert IntentMatcher(file, facts=facts, clock=clock, hedge=False)(asked) is None
+
+
+def test_the_fast_path_hedges_only_for_the_embedded_llm_unless_told():
+    from agent.config import load_config
+
+    assert load_config().hedges
+    assert not load_config(llm_base_url="http://127.0.0.1:9/v1", llm_model="any").hedges
+    assert load_config(llm_base_url="http://127.0.0.1:9/v1", llm_model="any", hedged_answers="on").hedges
+    assert not load_config(hedged_answers="off").hedges

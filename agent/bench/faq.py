@@ -345,7 +345,7 @@ def _router(config, runtime=None):
     business = config.business_definition
     embedder = getattr(runtime.resources, "embedder", None) if runtime is not None else None
     facts = FactIndex(business, limit=config.llm_fact_lines, embedder=embedder)
-    return ToolRouter(IntentMatcher(business, facts=facts), CallTools(business, None, CallControl()))
+    return ToolRouter(IntentMatcher(business, facts=facts, hedge=config.hedges), CallTools(business, None, CallControl()))
 
 
 def format_faq(result: dict) -> str:

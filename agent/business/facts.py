@@ -403,7 +403,9 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     if any(unknown & _words(sentence) for sentence in _SENTENCE.findall(answer)
            if sentence.strip() and not _not_a_claim(sentence)):
         return False
-    worked_out = set() if strict else worked_out_numbers(index, facts, question)
+    # Worked out only from prices the caller named, so a word the file does not know beside them
+    # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
+    worked_out = worked_out_numbers(index, facts, question)
     for number in numbers_in(answer) - numbers_in(question) - worked_out:
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
                 asked_words if line in index.price_lines else mentioned)) for line in facts):

@@ -132,14 +132,17 @@ class IntentMatcher:
     """The business's intents, ready to answer; call it with the caller's words."""
 
     def __init__(self, business: Business, *, clock: Callable[[], datetime] | None = None,
-                 facts: FactIndex | None = None, sounds_alike: bool = True):
+                 facts: FactIndex | None = None, sounds_alike: bool = True, hedge: bool = True):
         """Args:
             clock: the current moment (aware); the wall clock in the business's zone when None.
             facts: when given, a question that no intent and no fact of the file is about gets
                 the file's ``unknown_answer`` (intent "unknown") instead of an LLM guess.
             sounds_alike: also match words by how they sound (see ``match``).
+            hedge: a question near a fact but not plainly about it, or asking details a policy
+                does not mention, gets that fact with a hedge and a person; without, the LLM's.
         """
         self.sounds_alike = sounds_alike
+        self.hedge = hedge
         self.business = business
         self._clock = clock or (lambda: datetime.now(business.zone))
         self._facts = facts
@@ -276,7 +279,10 @@ class IntentMatcher:
             return FastAnswer("unknown", answer)
         if (matched is None or name in self.business.policies) and self._facts and self._facts.unknown_words(text):
             # The policy read for a question with details it does not mention ("Do you ship
-            # to France?"): true, but maybe not the whole answer, so a person is offered.
+            # to France?"): true, but maybe not the whole answer, so a person is offered; an LLM
+            # that can say what the policy means for the detail asked says that instead.
+            if not self.hedge:
+                return None
             answer = f"{answer} {self.business.offer_person}"
         return FastAnswer(name, answer)
 
@@ -303,7 +309,7 @@ class IntentMatcher:
         cheques. Would you like me to put you through to a person?"). True whatever was asked,
         and the caller who asked something else hears that it is not known; a small model given
         the same fact answered "Yes, you can pay cash" (bench, text runs)."""
-        if self._meaning is None or not is_question(text):
+        if self._meaning is None or not self.hedge or not is_question(text):
             return None
         answering = {name for name, intent in self.intents.items() if intent.answer is not None}
         ranked = [r for r in self._meaning.ranked(text) if r[0] in answering]
