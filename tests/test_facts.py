@@ -104,6 +104,8 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
      "The electric bike is 25 dollars more."),
     ("If I rent an electric bike and get a tune-up, what's that all together?", "That's 90 dollars together."),
     ("Four of us want city bikes for Saturday. How much is that?", "Four city bikes are 80 dollars for the day."),
+    # The caller's "two" as Whisper writes it before a plural.
+    ("How much would it be to rent to city bikes for three days?", "Two city bikes for three days are 120 dollars."),
 ])
 def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     assert facts.supports(question, answer)

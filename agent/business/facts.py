@@ -325,6 +325,7 @@ RECKONING = frozenset({"together", "altogether", "total", "both", "combined", "d
                         "more", "less", "cheaper", "dearer", "expensive", "extra", "plus", "sum", "than", "between",
                         "versus", "compared"})
 _CLAUSES = re.compile(r"[,.;:!?]")
+_HEARD_AS_TO = re.compile(r"\b(?:to|too)\s+(?:[a-z]+\s+)?[a-z]+[^s's]s\b")
 # A turn more than this much of whose words no fact holds is mostly about what the file does not know.
 _MOSTLY_UNKNOWN = 0.5
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
@@ -346,7 +347,10 @@ def worked_out_numbers(index: FactIndex, facts: list[str], question: str) -> set
     ("a city bike and an e-bike for a day" is 20 + 45). A tune-up never costs 45 + 20: the caller
     named one thing, so nothing is added to it."""
     asked = _words(question)
-    given = sorted({int(n) for n in numbers_in(question) if n.isdigit() and 0 < int(n) <= 100})
+    given = {int(n) for n in numbers_in(question) if n.isdigit() and 0 < int(n) <= 100}
+    if _HEARD_AS_TO.search(question.lower()):
+        given.add(2)  # "rent to city bikes": Whisper writes the caller's "two" as "to" before a plural
+    given = sorted(given)
     named = [line for line in facts if line in index.price_lines and {w for w in index.distinctive(line) & asked
                                                                       if not numbers_in(w)}]
     per_line = []
@@ -357,7 +361,8 @@ def worked_out_numbers(index: FactIndex, facts: list[str], question: str) -> set
                 scaled.add(f * a)
                 scaled.update(f * a * b for b in given[i + 1:])
         per_line.append(scaled)
-    worked = set().union(*per_line) if per_line else set()
+    # The caller's own counts may be said back ("two" heard as "to" is the caller's two).
+    worked = set(given).union(*per_line) if per_line else set()
     for i, first in enumerate(per_line):
         for second in per_line[i + 1:]:
             worked |= {a + b for a in first for b in second} | {abs(a - b) for a in first for b in second}
