@@ -585,6 +585,15 @@ def test_quick_bench_writes_the_json_contract_with_sane_values(tmp_path):
     assert result["ratio"]["v2v_p50"] > 0 and result["ratio"]["v2v_p95"] > 0
     assert result["ratio_tuned"]["v2v_p50"] > 0 and result["ratio_tuned"]["method"].startswith("brisk/stock_tuned")
     assert result["config"]["llm"] == "scripted"
+    # Graded, and split by what answered: every turn counted once, stock only ever by its LLM.
+    assert "ratio_llm" in run.stdout and set(result["ratio_llm"]) >= {"n", "v2v_p50", "v2v_p50_ci95"}
+    for flavor in ("stock", "stock_tuned", "brisk"):
+        graded, paths = result[flavor]["graded"], result[flavor]["by_path"]
+        assert sum(graded[g] for g in ("right", "wrong", "refused", "incomplete", "no_answer")) == 2
+        assert sum(paths[p]["n"] for p in ("fast_path", "tool", "llm")) == 2
+    assert result["stock"]["by_path"]["llm"]["n"] == 2
+    assert all(t["path"] == "llm" for t in result["turns"] if t["side"] != "brisk")
+    assert all(t["grade"] in {"right", "wrong", "refused", "incomplete", "no_answer"} and t["needs"] for t in result["turns"])
     # The scripted LLM reports usage like OpenAI, so the tokens are the server's own count.
     assert result["config"]["llm_tokens_source"] == "usage"
 

@@ -41,6 +41,12 @@ def by_path(turns: list[dict]) -> dict:
         out[path] = {"n": len(mine), "right": sum(1 for t in mine if t.get("grade") == "right"),
                      "v2v_ms": percentiles([t["v2v_ms"] for t in mine]),
                      "v2v_ms_right": percentiles([t["v2v_ms"] for t in mine if t.get("grade") == "right"])}
+    # What an LLM turn cost the server: prompt tokens it had to compute (not read from its cache),
+    # over all the turn's requests, drafts included, and those requests.
+    llm = [t for t in turns if t.get("path") == "llm" and t.get("llm")]
+    out["llm"]["prompt_tokens_computed"] = percentiles([t["llm"].get("prompt_tokens_computed") for t in llm])
+    out["llm"]["prompt_tokens"] = percentiles([t["llm"].get("prompt_tokens") for t in llm])
+    out["llm"]["requests"] = percentiles([t["llm"].get("requests") for t in llm])
     return out
 
 
@@ -80,6 +86,12 @@ def format_graded(result: dict, flavors: tuple[str, ...]) -> str:
         lines.append(f"| {flavor} | {g['right']} | {g['wrong']} | {g['refused']} | {g['incomplete']} | "
                      f"{g['no_answer']} | {fmt(v['p50'])}/{fmt(v['p95'])} | {cell('fast_path')} | {cell('tool')} | "
                      f"{cell('llm')} |")
+    for flavor in flavors:
+        tokens = result[flavor]["by_path"]["llm"]
+        if tokens["prompt_tokens"]["n"]:
+            lines.append(f"{flavor} LLM turns: prompt tokens P50 {fmt(tokens['prompt_tokens']['p50'])}, computed (not "
+                         f"cached) P50 {fmt(tokens['prompt_tokens_computed']['p50'])}, requests P50 "
+                         f"{fmt(tokens['requests']['p50'])}, over {tokens['prompt_tokens']['n']} turns")
     r = result["ratio_llm"]
     ci = r.get("v2v_p50_ci95")
     lines.append("")
