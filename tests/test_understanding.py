@@ -232,3 +232,15 @@ def test_the_fast_path_hedges_only_for_the_embedded_llm_unless_told():
     assert not load_config(llm_base_url="http://127.0.0.1:9/v1", llm_model="any").hedges
     assert load_config(llm_base_url="http://127.0.0.1:9/v1", llm_model="any", hedged_answers="on").hedges
     assert not load_config(hedged_answers="off").hedges
+
+
+@pytest.mark.parametrize("business, asked, says", [
+    (BIKES, "I can't get away till five. Would you still be about on a Thursday?", "on Thursday we're open"),
+    (PLUMBING, "Any chance of a visit Saturday, late morning?", "on Saturday we're open from 9 in the morning to 1"),
+    (PIZZA, "We're thinking of swinging by tomorrow for dinner, is that doable?", "tomorrow, wednesday, we're open"),
+])
+def test_a_question_naming_a_day_and_nothing_else_the_file_holds_hears_that_days_hours(business, asked, says, embedder):
+    answer = router_for(business, embedder)(asked)
+    assert answer is not None and answer.intent in ("hours", "unsure:hours") and says.lower() in answer.text.lower(), answer
+    if answer.intent == "unsure:hours":  # a guess at what is asked is said as one, with a person
+        assert load_business(business).unsure_preface in answer.text

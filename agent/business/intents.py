@@ -40,7 +40,7 @@ from difflib import SequenceMatcher
 import jellyfish
 
 from agent.business.facts import FactIndex, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
-from agent.business.meaning import ABOUT, NEAR_A_FACT, NOTHING_NEAR
+from agent.business.meaning import ABOUT, LEAD, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
 from processors.fast_path import FastAnswer
@@ -232,7 +232,7 @@ class IntentMatcher:
         leans on it ("How much is a city bike?" ... "What about the electric one?"). ``bot_said``
         is the tools' (agent/tools/router.py): the matcher answers facts, not offers."""
         answer = self._answer_to(text)
-        if answer is not None and answer.tool is None and (answer.intent == "prices" or answer.intent.startswith("unsure:")) \
+        if answer is not None and answer.tool is None and answer.intent in ("prices", "unsure:prices") \
                 and asks_to_reckon(text):
             # A fixed answer reads out one fact; a total, a difference or a price for the caller's
             # count is the LLM's to work out from the facts (its numbers held to them: facts.py).
@@ -261,6 +261,12 @@ class IntentMatcher:
     def _answer_to(self, text: str) -> FastAnswer | None:
         matched = self.match(text)
         name = matched[0] if matched else self._topic_asked(text)
+        if name is None and self.hedge and self._asks_when(text):
+            # A guess that the day's hours are what is asked, so said as one, with a person: a
+            # table for Friday night is not known, but when the place is open that night is.
+            said = self._answer("hours", text)
+            return FastAnswer("unsure:hours", f"{self.business.unsure_preface} {said[:1].lower()}{said[1:]} "
+                                              f"{self.business.person_offer}")
         if name is None:
             unsure = self._nearest_fact_answer(text)
             if unsure is not None:
@@ -301,6 +307,19 @@ class IntentMatcher:
         fields = _Facts(self.business, hours=self.hours_answer(text) if "{hours" in template else "", price=price)
         answer = string.Formatter().vformat(template, (), fields)
         return answer[:1].upper() + answer[1:]
+
+    def _asks_when(self, text: str) -> bool:
+        """A question that names a day and is about nothing else of the file asks when the
+        business is there that day, however it is worded ("Would I still catch you on a
+        Tuesday?", "Could someone come round Friday after half five?"): the day's hours answer it."""
+        if not (is_question(text) and _names_a_day(text)) or set(comparison_words(text)) & SPECIAL_DAYS:
+            return False
+        if self._meaning is None:
+            return False
+        ranked = self._meaning.ranked(text)
+        # Another topic plainly nearer than the hours ("Do you deliver on Sundays?") is that topic's.
+        hours = next((score for topic, score, _ in ranked if topic == "hours"), 0.0)
+        return not ranked or ranked[0][0] == "hours" or ranked[0][1] - hours < LEAD
 
     def _nearest_fact_answer(self, text: str) -> FastAnswer | None:
         """For a question near a fact of the file but not clearly about it (``NEAR_A_FACT`` to
