@@ -289,7 +289,10 @@ class IntentMatcher:
             # that can say what the policy means for the detail asked says that instead.
             if not self.hedge:
                 return None
-            answer = f"{answer} {self.business.offer_person}"
+            # Said as the nearest thing the file says, not as the answer: "Do you ship to
+            # Canada?" read the shipping policy plainly and sounded like a yes (A/B, 2026-12-06).
+            return FastAnswer(f"unsure:{name}", f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} "
+                                                f"{self.business.person_offer}")
         return FastAnswer(name, answer)
 
     def _answer(self, name: str, text: str) -> str | None:
