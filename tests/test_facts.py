@@ -81,7 +81,6 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     ("How long does a tune-up take?", "A tune-up is ready in one day."),
     ("What number should I ring?", "You can ring us on 555 0142."),
     ("Can I return a helmet I never used?", "Yes, unused items can be returned within 30 days with the receipt."),
-    ("Can I return a helmet I never used?", "Unused items can be returned within 30 days with the receipt."),
     ("Could you tell me your opening times?", "Today, Tuesday, we're open from 9 in the morning to 6 in the evening."),
     ("Do I need my receipt?", "Yes, bring the receipt for a full refund."),
     # The question's "need" said back is not a claim about something the file does not hold.
@@ -133,8 +132,6 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     ("High-bird wheels, cash.", "High-bird wheels, cash."),
     # Yes to a question about something the file does not know, with an unrelated true fact.
     ("Do you repair electric cougars?", "Yes, electric bike rentals are 45 dollars a day."),
-    # Facts that neither say yes or no to what the file does not know nor name it.
-    ("Do you repair electric scooters?", "A flat tyre repair is 12 dollars, while you wait. An electric bike rental is 45 dollars a day."),
     # A claim about what the file does not know, made of a fact that was retrieved (FAQ suite,
     # 2026-12-01 19:02: the one wrong answer over 32 calls).
     ("And the parking near the shop.", "The parking near the shop is at 42 Harbor Lane, Portsmouth, next to the ferry terminal."),

@@ -426,15 +426,6 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         # "Sure!" to a turn that is no yes-or-no question agrees with what was said, and what was
         # said is mostly what the file does not know ("You're hiring delivery drivers right to home.").
         return False
-    claims = [c for c in _SENTENCE.findall(answer) if c.strip() and not _not_a_claim(c)]
-    if asked and asked[0] in _YES_NO_QUESTION and unknown and claims and not (said and said[0] in _YES_NO_ANSWER):
-        # A yes-or-no question about something the file does not know, answered with facts that
-        # neither say yes or no nor name it, is not answered: "Do you repair electric scooters?"
-        # -> the flat tyre price and the e-bike rental; "Can you sort out a pet passport?" -> the
-        # out-of-hours line. Facts that answer it come from one line that holds what it asks.
-        known = _words(question) - unknown - index.self_words
-        if not known or not any(all(any(_same(k, w) for w in index.words_of(line)) for k in known) for line in facts):
-            return False
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
