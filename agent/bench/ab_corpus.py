@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.bench.corpus import Utterance, spoken
+from agent.bench.corpus import Utterance
 from agent.bench.faq import grade
 from agent.bench.faq_questions import FaqQuestion, QuestionsError, questions_from
 from agent.business.model import default_business_path
@@ -88,10 +88,9 @@ def load_corpus(path: Path | str) -> tuple[AbTurn, ...]:
             raise QuestionsError(f"A/B corpus {path}: turn {name}: 'needs' is one of {', '.join(NEEDS)}")
         if not isinstance(item.get("answer"), str) or not item["answer"].strip():
             raise QuestionsError(f"A/B corpus {path}: turn {name}: 'answer' (the right answer) is missing")
-        parts = item["say"] if isinstance(item["say"], list) else [item["say"]]
-        if needs == "follow-up" and (sum(isinstance(p, str) for p in parts) < 2 or not item.get("earlier_answer")):
+        if needs == "follow-up" and (len(question.utterance.segments) < 2 or not item.get("earlier_answer")):
             raise QuestionsError(f"A/B corpus {path}: turn {name}: a follow-up says two turns and has 'earlier_answer'")
-        utterance = spoken(name, item.get("kind", "short"), item.get("voice", "en-us"), int(item.get("wpm", 160)), *parts)
+        utterance = dataclasses.replace(question.utterance, kind=item.get("kind", "short"))
         turns.append(AbTurn(dataclasses.replace(question, utterance=utterance), needs, item["answer"].strip(),
                             str(item.get("earlier_answer", "")).strip()))
     return tuple(turns)

@@ -18,7 +18,7 @@ import random
 import re
 
 from agent.bench.ab_corpus import AbTurn
-from agent.bench.scripted_llm import ScriptedLLM
+from agent.bench.scripted_llm import ScriptedLLM, last_user_text
 
 REFERENCE_TTFT_MS = 350
 REFERENCE_TTFT_SPREAD = 0.25  # sigma of the log-normal: P5-P95 about 0.66x-1.5x the median
@@ -29,16 +29,6 @@ DONT_KNOW = "I'm sorry, I don't know that. Would you like me to put you through 
 
 def _plain(text: str) -> str:
     return re.sub(r"[^a-z0-9 ]+", "", text.lower()).strip()
-
-
-def _last_user_text(messages: list[dict]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content") or ""
-            if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            return str(content)
-    return ""
 
 
 def reference_answers(turns: list[AbTurn] | tuple[AbTurn, ...]) -> dict[str, str]:
@@ -54,7 +44,7 @@ def reference_answers(turns: list[AbTurn] | tuple[AbTurn, ...]) -> dict[str, str
 def answer_for(answers: dict[str, str]):
     """``ScriptedLLM.answer_for``: the right answer of the nearest known words, else don't-know."""
     def answer(messages: list[dict]) -> str:
-        heard = _plain(_last_user_text(messages)).split()
+        heard = _plain(last_user_text(messages)).split()
         best, score = None, 0.0
         for said in answers:
             # By words, so a misheard word costs one word and no two questions share letters alone.

@@ -40,16 +40,12 @@ class RecordedRequest:
     include_usage: bool = False  # the client asked for the usage chunk (stream_options)
     tools: list | None = None  # the tools the request offered, as sent
     max_tokens: int | None = None  # the cap the request asked for (a prompt-cache warm-up asks for 1)
-    ttft_s: float | None = None  # this request's time to first token and token rate (``ScriptedLLM.pace``)
-    tokens_per_s: float | None = None
+    ttft_s: float = 0.0  # this request's time to first token and token rate (``ScriptedLLM.pace``)
+    tokens_per_s: float = 1.0
 
     @property
     def last_user_text(self) -> str:
-        users = [m for m in self.messages if m.get("role") == "user"]
-        content = users[-1]["content"] if users else ""
-        if isinstance(content, list):
-            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return content
+        return last_user_text(self.messages)
 
     @property
     def prompt_tokens(self) -> int:
@@ -61,6 +57,15 @@ class RecordedRequest:
                 "total_tokens": self.prompt_tokens + completion_tokens,
                 # No prompt cache here: a meter reads every prompt token as computed.
                 "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+def last_user_text(messages: list[dict]) -> str:
+    """The text of the last user message (its text parts, when it has several)."""
+    users = [m for m in messages if m.get("role") == "user"]
+    content = users[-1]["content"] if users else ""
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
 
 
 def _tokens(text: str) -> list[str]:
@@ -118,11 +123,10 @@ class ScriptedLLM:
         """SSE events for ``deltas``, one per token at the set TTFT and rate, then the finish."""
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         try:
-            await asyncio.sleep(self.ttft_s if record.ttft_s is None else record.ttft_s)
-            rate = self.tokens_per_s if record.tokens_per_s is None else record.tokens_per_s
+            await asyncio.sleep(record.ttft_s)
             for i, delta in enumerate(deltas):
                 if i:
-                    await asyncio.sleep(1.0 / rate)
+                    await asyncio.sleep(1.0 / record.tokens_per_s)
                 if await request.is_disconnected():
                     record.disconnected = True
                     return

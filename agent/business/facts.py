@@ -410,8 +410,10 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         return False
     # Worked out only from prices the caller named, so a word the file does not know beside them
     # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
-    worked_out = worked_out_numbers(index, facts, question)
-    for number in numbers_in(answer) - numbers_in(question) - worked_out:
+    new_numbers = numbers_in(answer) - numbers_in(question)
+    if new_numbers:  # the check runs on every clause of a streaming answer: most say no number
+        new_numbers -= worked_out_numbers(index, facts, question)
+    for number in new_numbers:
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
                 asked_words if line in index.price_lines else mentioned)) for line in facts):
             return False

@@ -264,9 +264,7 @@ class IntentMatcher:
         if name is None and self.hedge and self._asks_when(text):
             # A guess that the day's hours are what is asked, so said as one, with a person: a
             # table for Friday night is not known, but when the place is open that night is.
-            said = self._answer("hours", text)
-            return FastAnswer("unsure:hours", f"{self.business.unsure_preface} {said[:1].lower()}{said[1:]} "
-                                              f"{self.business.person_offer}")
+            return self._hedged("hours", self._answer("hours", text))
         if name is None:
             unsure = self._nearest_fact_answer(text)
             if unsure is not None:
@@ -291,8 +289,7 @@ class IntentMatcher:
                 return None
             # Said as the nearest thing the file says, not as the answer: "Do you ship to
             # Canada?" read the shipping policy plainly and sounded like a yes (A/B, 2026-12-06).
-            return FastAnswer(f"unsure:{name}", f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} "
-                                                f"{self.business.person_offer}")
+            return self._hedged(name, answer)
         return FastAnswer(name, answer)
 
     def _answer(self, name: str, text: str) -> str | None:
@@ -340,8 +337,12 @@ class IntentMatcher:
         answer = self._answer(ranked[0][0], text)
         if answer is None or answer == self.business.unknown_answer:
             return None
-        said = f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} {self.business.person_offer}"
-        return FastAnswer(f"unsure:{ranked[0][0]}", said)
+        return self._hedged(ranked[0][0], answer)
+
+    def _hedged(self, name: str, answer: str) -> FastAnswer:
+        """``answer`` said as the nearest thing the file says, with a person (intent "unsure:<name>")."""
+        return FastAnswer(f"unsure:{name}", f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} "
+                                            f"{self.business.person_offer}")
 
     def _not_in_the_file(self, text: str) -> bool:
         """Whether ``text``, which no intent matches, asks about something the file does not hold.
