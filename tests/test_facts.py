@@ -148,6 +148,55 @@ def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     assert not facts.supports(question, answer)
 
 
+@pytest.mark.parametrize("business, question, worked_out", [
+    # What an order comes to: each item the caller names, times its count and length, summed.
+    ("agent/business/examples/corner_slice_pizza.yaml",
+     "Okay so, two large pepperonis and one large cheese. What's that gonna come to?",
+     "2 large pepperoni pizzas and a large cheese pizza come to 60 dollars."),
+    ("agent/business/examples/corner_slice_pizza.yaml", "How much are three slices of cheese pizza?",
+     "3 slices of cheese pizza come to 12 dollars."),
+    (None, "How much would it be to rent two city bikes for three days?",
+     "2 city bike rentals for 3 days come to 120 dollars."),
+    (None, "If I rent an electric bike for a day and get a tune-up on mine, what's that all together?",
+     "An electric bike rental for a day and a basic tune-up come to 90 dollars."),
+    # A length said once is for every item; a price per day with no length stays per day.
+    (None, "A city bike and an electric bike for two days, what's the total?",
+     "A city bike rental for 2 days and an electric bike rental for 2 days come to 130 dollars."),
+    (None, "What do two city bikes cost together?", "2 city bike rentals come to 40 dollars a day."),
+    # Which is cheaper: both, and by how much.
+    (None, "Is it cheaper to rent a city bike for two days, or an electric bike for just the one day?",
+     "A city bike rental for 2 days is 40 dollars, and an electric bike rental for a day is 45 dollars, "
+     "so a city bike rental for 2 days is 5 dollars less."),
+    # An item whose name has a joining word in it is one item, not two.
+    ("agent/business/examples/willowbank_vets.yaml", "A consultation with a vet and microchipping, how much together?",
+     "A consultation with a vet and a microchipping come to 85 euros."),
+    ("agent/business/examples/brightwater_plumbing.yaml", "An annual boiler service and a blocked drain clearance, total?",
+     "An annual boiler service and a blocked drain clearance come to 180 pounds."),
+])
+def test_an_order_the_caller_names_is_worked_out_for_the_answer(business, question, worked_out):
+    index = FactIndex(load_business(business) if business else load_business(), clock=lambda: TUESDAY_MORNING)
+    assert index.reckoning(question)[0] == worked_out
+    assert index.grounding(question).startswith(worked_out)
+    assert index.supports(question, worked_out)
+
+
+@pytest.mark.parametrize("business, question", [
+    # One thing once: its price line answers it.
+    (None, "How much is a tune-up?"),
+    # How many is not said, or a number is no count of an item ("four of us", "three flats").
+    ("agent/business/examples/corner_slice_pizza.yaml", "How much are large pepperonis all together?"),
+    (None, "There are four of us wanting city bikes for Saturday. How much will that be for the day?"),
+    ("agent/business/examples/brightwater_plumbing.yaml",
+     "I've got three flats I let out. What do you charge per flat for the gas safety check?"),
+    # A price that is not a plain amount, and a count of something no price names.
+    ("agent/business/examples/corner_slice_pizza.yaml", "What do garlic knots and a large cheese come to?"),
+    (None, "I rented two bikes, can I return them?"),
+])
+def test_an_order_that_cannot_be_worked_out_exactly_is_left_to_the_facts(business, question):
+    index = FactIndex(load_business(business) if business else load_business(), clock=lambda: TUESDAY_MORNING)
+    assert index.reckoning(question) is None
+
+
 def test_number_words_are_read_as_digits():
     assert numbers_as_digits("Forty-five dollars, or twelve, or twenty one") == "45 dollars, or 12, or 21"
 

@@ -11,10 +11,14 @@ next to the question far better than one twenty lines up ("Are you open on Sunda
 "Yes" with Sunday's "closed" in the prompt). The lines come from the file only, worded the way
 an answer says them, so the model can repeat them and has nothing to invent.
 
-Scoring is word overlap with each line's topic words (a fact's own words plus a few words that
-ask for it: "cost" for prices, "when" for hours), a word's longer forms count as the word ("rent" is
-"rental") and a few everyday variants too ("tire" is "tyre"); ties keep the file's order. No embedding model: the facts of
-one business are a few dozen lines, and overlap is exact, fast and explainable.
+Scoring is by meaning first (agent/business/meaning.py: the lines nearest the question), then
+word overlap with each line's topic words (a fact's own words plus a few words that ask for it:
+"cost" for prices, "when" for hours), a word's longer forms counting as the word ("rent" is
+"rental") and a few everyday variants too ("tire" is "tyre").
+
+An order the caller names ("two large pepperonis and one large cheese") is worked out here
+(``FactIndex.reckoning``) and put first in the facts, so the answer reads a total rather than
+doing sums; the answer check (``supports``) lets only such worked-out numbers through.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import functools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from agent.business.model import WEEKDAYS, Business
@@ -97,7 +101,7 @@ def facts_of(business: Business) -> list[Fact]:
         line = f"On {day.title()} we are closed." if said == "closed" else f"On {day.title()} we are open {said}."
         facts.append(Fact("hours", line, frozenset({day, f"{day}s"})))
     for item, price in business.prices.items():
-        facts.append(Fact("prices", f"{'An' if item[:1].lower() in 'aeiou' else 'A'} {item} is {price}.", frozenset(_words(item) | set(_ASKS["prices"].split()))))
+        facts.append(Fact("prices", f"{article(item).capitalize()} {item} is {price}.", frozenset(_words(item) | set(_ASKS["prices"].split()))))
     for topic, policy in business.policies.items():
         # The words of the intent of the same name ask for this policy too ("delivery": shipping).
         asks = {w for k in business.intents[topic].keywords for w in _words(k)} if topic in business.intents else set()
@@ -120,7 +124,8 @@ class FactIndex:
         if embedder is not None:
             from agent.business.meaning import MeaningIndex
 
-            self.meaning = MeaningIndex(business, [(f.topic, f.line) for f in self.facts], embedder)
+            self.meaning = MeaningIndex(business, [(f.topic, f.line) for f in self.facts], embedder,
+                                        rare_words=self.rare_words)
         self.limit = limit
         self.noun = business.kind.split()[-1] if business.kind else "business"
         self.self_words = frozenset(_words(business.name) | {self.noun.lower()} | _SELF)
@@ -132,6 +137,7 @@ class FactIndex:
             vocabulary |= set().union(*(_words(example) for example in intent.examples))
         self._vocabulary = frozenset(vocabulary | self.self_words)
         self._holding = functools.lru_cache(maxsize=1024)(self._count_holding)
+        self._topics_holding = functools.lru_cache(maxsize=1024)(self._lines_holding)
         # The fast path, the grounding and every clause's check ask about the same question.
         self.scores = functools.lru_cache(maxsize=16)(self._scores)
 
@@ -150,6 +156,20 @@ class FactIndex:
                 # A specific line (one day, one item) beats the general one on the same words.
                 scored.append((weight + 1 / (1 + len(fact.words)), fact))
         return tuple(scored)
+
+    def rare_words(self, question: str) -> dict[str, int]:
+        """Per topic, how many of the question's words at most two fact lines hold, all of that
+        topic ("transfer": payment; "street": the address). The business's own name is no evidence."""
+        counts: dict[str, int] = {}
+        for word in self._asked(question, frozenset()):
+            topics = self._topics_holding(word)  # one entry per line
+            if 0 < len(topics) <= 2 and len(set(topics)) == 1:
+                counts[topics[0]] = counts.get(topics[0], 0) + 1
+        return counts
+
+    def _lines_holding(self, word: str) -> tuple[str, ...]:
+        """The topic of each fact line that holds ``word`` in any form."""
+        return tuple(fact.topic for fact in self.facts if any(_same(word, w) for w in self._line_words[fact.line]))
 
     def distinctive(self, line: str) -> set[str]:
         """The words of a fact line that at most two facts hold ("city", "tune", "monday")."""
@@ -228,6 +248,51 @@ class FactIndex:
         """
         return _supports(self, question, answer)
 
+    def _item_in(self, segment: str, words: list[str], items: list[str]) -> str | None:
+        """The one priced item a part of an order names, by its words or else by meaning ("an e-bike")."""
+        named = asked_items(segment, items)
+        if len(named) == 1:
+            return named[0]
+        if self.meaning is None or not any(same_word(w, i) for w in words for item in items for i in item_words(item)):
+            return None
+        by_meaning = self.meaning.item(segment)
+        return by_meaning if by_meaning and (not named or by_meaning in named) else None
+
+    def reckoning(self, question: str) -> tuple[str, set[str]] | None:
+        """What the order in ``question`` comes to, as a sentence the answer may repeat, and its
+        numbers; None when the question names no order to work out, or one this cannot parse.
+
+        "Two large pepperonis and one large cheese, what's that come to?" -> "2 large pepperoni
+        pizzas and a large cheese pizza come to 60 dollars."; "Is it cheaper to rent a city bike
+        for two days, or an electric bike for a day?" -> both totals and the difference. Only
+        exact cases: every part names one priced item and its count, every number the caller
+        says is a count or a length ("four of us" is neither), and each price is a plain amount,
+        maybe per unit ("20 dollars a day", never "7 dollars for half a dozen").
+        """
+        if not self.business.prices or not asks_to_reckon(question):
+            return None
+        items = list(self.business.prices)
+        parts: list[_Part] = []
+        for segment in _parts_of(numbers_as_digits(question), items):
+            words = comparison_words(segment)
+            item = self._item_in(segment, words, items)
+            if item is None:
+                if any(w.isdigit() for w in words):
+                    return None  # a number that counts nothing the file prices
+                continue
+            part = _part_of(words, item, self.business.prices[item])
+            if part is None:
+                return None
+            parts.append(part)
+        if not parts or len({p.currency for p in parts}) > 1:
+            return None
+        if len(parts) == 1 and parts[0].count == 1 and (parts[0].units or 1) == 1:
+            return None  # one thing once: its price line says it
+        # A length said once is for every part: "a city bike and an e-bike for two days".
+        lengths = {p.unit: p.units for p in parts if p.units}
+        parts = [replace(p, units=p.units or lengths.get(p.unit)) if p.unit else p for p in parts]
+        return _worked_out(parts, comparing=len(parts) == 2 and bool(set(comparison_words(question)) & _COMPARING))
+
     def grounding(self, question: str) -> str:
         """The message the LLM reads just before the question: its facts, or that there are none.
 
@@ -237,6 +302,9 @@ class FactIndex:
         lines = self.relevant(question)
         if not lines:
             return NO_FACTS
+        reckoned = self.reckoning(question)
+        if reckoned:  # worked out here, first: the caller asked for it, and a small model gets sums wrong
+            lines.insert(0, reckoned[0])
         return " ".join(lines)
 
 
@@ -323,7 +391,7 @@ _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 # Words that ask to combine facts, in any business: a total, a difference, a comparison.
 RECKONING = frozenset({"together", "altogether", "total", "both", "combined", "difference",
                         "more", "less", "cheaper", "dearer", "expensive", "extra", "plus", "sum", "than", "between",
-                        "versus", "compared"})
+                        "versus", "compared", "come", "comes"})  # "what does that come to?"
 _CLAUSES = re.compile(r"[,.;:!?]")
 _HEARD_AS_TO = re.compile(r"\b(?:to|too)\s+(?:[a-z]+\s+)?[a-z]+[^s's]s\b")
 # A turn more than this much of whose words no fact holds is mostly about what the file does not know.
@@ -363,10 +431,139 @@ def worked_out_numbers(index: FactIndex, facts: list[str], question: str) -> set
         per_line.append(scaled)
     # The caller's own counts may be said back ("two" heard as "to" is the caller's two).
     worked = set(given).union(*per_line) if per_line else set()
+    reckoned = index.reckoning(question)
+    if reckoned:  # three items or more, which the pairs below do not reach
+        worked |= {int(n) for n in reckoned[1] if n.isdigit()}
     for i, first in enumerate(per_line):
         for second in per_line[i + 1:]:
             worked |= {a + b for a in first for b in second} | {abs(a - b) for a in first for b in second}
     return {str(n) for n in worked if n > 0}
+
+
+# What a caller's order is made of: a priced item, how many, and (for a price per day or per
+# hour) for how long. Parsed, not asked of the LLM: a 0.5B model guesses at "2 x 21 + 18".
+_PRICE = re.compile(r"^(\d+(?:\.\d+)?) (\w+)(?: (?:a|an|per) (\w+))?\s*(?:,|$)")
+_ONE = frozenset({"a", "an", "one", "single"})
+# Words that join the parts of an order ("two large pepperonis and one large cheese").
+_JOINERS = ("and", "plus", "with", "or", "then", "also")
+# Words that ask which of two is cheaper, not what both come to.
+_COMPARING = frozenset({"cheaper", "dearer", "difference", "versus", "compared", "or", "than"})
+# A count said this far before the item's words is its count ("2 large pepperonis").
+_COUNT_REACH = 3
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of an order: ``count`` of ``item`` at ``amount`` (per ``unit``, for ``units``)."""
+
+    item: str
+    count: int
+    amount: float
+    currency: str
+    unit: str | None  # "day" for "20 dollars a day"
+    units: int | None  # how many the caller said ("for three days"), or None
+
+    @property
+    def cost(self) -> float:
+        return self.amount * self.count * (self.units or 1)
+
+    def said(self) -> str:
+        named = f"{article(self.item)} {self.item}" if self.count == 1 else f"{self.count} {_plural(self.item)}"
+        if self.unit and self.units:
+            named += f" for a {self.unit}" if self.units == 1 else f" for {self.units} {self.unit}s"
+        return named
+
+
+def _parts_of(text: str, items: list[str]) -> list[str]:
+    """``text`` split where its parts join, but not inside an item's name the caller says
+    ("consultation with a vet" is one part)."""
+    said = comparison_words(text)
+    kept = set()
+    for item in items:
+        name = re.findall(r"\w+", item.lower())
+        for i, word in enumerate(name[1:-1], start=1):
+            if word in _JOINERS and all(any(same_word(w, side) for w in said) for side in (name[i - 1], name[i + 1])):
+                kept.add(word)
+    return re.split("|".join([",", ";", *(rf"\b{w}\b" for w in _JOINERS if w not in kept)]), text)
+
+
+def _count(word: str) -> int | None:
+    return 1 if word in _ONE else int(word) if word.isdigit() else None
+
+
+def _part_of(words: list[str], item: str, price: str) -> _Part | None:
+    """The part of an order ``words`` say of ``item``; None when its count, or its price, is not plain."""
+    plain = _PRICE.match(price.strip())
+    if plain is None:
+        return None
+    amount, currency, unit = float(plain.group(1)), plain.group(2), plain.group(3)
+    used = set()
+    # The count before any of the item's words: "rent 2 city bikes" counts bikes, not renting.
+    naming = [i for i, w in enumerate(words) if any(same_word(w, n) for n in item_words(item))]
+    counted = next((i for at in naming for i in reversed(range(max(0, at - _COUNT_REACH), at))
+                    if _count(words[i]) is not None), None)
+    if counted is not None:
+        count = _count(words[counted])
+        used.add(counted)
+    elif any(w != n and w.endswith("s") and same_word(w, n) for w in words for n in item_words(item)):
+        return None  # "pepperonis" and no count: how many is not said
+    else:
+        count = 1
+    units = None
+    if unit:
+        length = next((i - 1 for i, w in enumerate(words) if i and w in (unit, f"{unit}s")
+                       and _count(words[i - 1]) is not None), None)
+        if length is not None:
+            units = _count(words[length])
+            used.add(length)
+    if any(w.isdigit() for i, w in enumerate(words) if i not in used):
+        return None  # a number that is neither this part's count nor its length
+    return _Part(item, count, amount, currency, unit, units)
+
+
+def _worked_out(parts: list[_Part], comparing: bool) -> tuple[str, set[str]]:
+    """The sentence that says what ``parts`` come to (or, ``comparing`` two, each and the gap), and its numbers."""
+    currency = parts[0].currency
+    per = next((f" {article(p.unit)} {p.unit}" for p in parts if p.unit and not p.units), "")
+    costs = [p.cost for p in parts]
+    if comparing:
+        first, second = parts
+        sentence = (f"{first.said().capitalize()} is {_money(first.cost, currency)}{per}, "
+                    f"and {second.said()} is {_money(second.cost, currency)}{per}")
+        gap = abs(first.cost - second.cost)
+        if gap:
+            cheaper = min(parts, key=lambda p: p.cost)
+            sentence += f", so {cheaper.said()} is {_money(gap, currency)} less"
+        return sentence + ".", {_number(c) for c in [*costs, gap]}
+    said = [p.said() for p in parts]
+    listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + f" and {said[-1]}"
+    verb = "comes" if len(parts) == 1 and parts[0].count == 1 else "come"
+    return (f"{listed[:1].upper()}{listed[1:]} {verb} to {_money(sum(costs), currency)}{per}.",
+            {_number(c) for c in [*costs, sum(costs)]})
+
+
+def _plural(item: str) -> str:
+    head, of, rest = item.partition(" of ")  # "slices of cheese pizza"
+    if head.endswith("s"):
+        plural = head
+    elif head.endswith("y") and head[-2:-1] not in "aeiou":
+        plural = head[:-1] + "ies"
+    else:
+        plural = head + "s"
+    return plural + of + rest
+
+
+def _number(amount: float) -> str:
+    return str(int(amount)) if float(amount).is_integer() else f"{amount:.2f}"
+
+
+def _money(amount: float, currency: str) -> str:
+    return f"{_number(amount)} {currency}"
+
+
+def article(noun: str) -> str:
+    """The indefinite article a spoken noun takes ("an electric bike", "a city bike")."""
+    return "an" if noun[:1].lower() in "aeiou" else "a"
 
 
 def _not_a_claim(sentence: str) -> bool:

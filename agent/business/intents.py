@@ -39,7 +39,7 @@ from difflib import SequenceMatcher
 
 import jellyfish
 
-from agent.business.facts import FactIndex, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
+from agent.business.facts import FactIndex, article, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
 from agent.business.meaning import ABOUT, LEAD, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
@@ -406,7 +406,7 @@ class IntentMatcher:
             items = [item]  # named in other words: "an e-bike" is the electric bike rental
         if not items:
             return None
-        said = [f"{_article(item)} {item} is {self.business.prices[item]}" for item in items]
+        said = [f"{article(item)} {item} is {self.business.prices[item]}" for item in items]
         return (", and ".join(said) if len(said) < 3 else "; ".join(said)) + "."
 
 
@@ -477,10 +477,6 @@ def is_request(text: str) -> bool:
 
 def asks_for_person(text: str) -> bool:
     return bool(set(comparison_words(text)) & _PERSON_WORDS)
-
-
-def _article(item: str) -> str:
-    return "an" if item[:1].lower() in "aeiou" else "a"
 
 
 class _Facts(dict):
