@@ -76,6 +76,17 @@ def test_a_price_question_names_the_items_it_shares_words_with(question, items):
     assert asked_items(question, list(load_business().prices)) == items
 
 
+@pytest.mark.parametrize("question, items, named", [
+    # A compound item named by its last part, in any form.
+    ("What do you charge to get a kitten chipped?", ["microchipping", "cat neutering"], ["microchipping"]),
+    ("How much for a wash?", ["carwash", "oil change"], ["carwash"]),
+    # Not a compound: its first part would be a letter or two ("bring" is no "ring").
+    ("Can I bring it in?", ["ring resizing"], []),
+])
+def test_an_item_is_named_by_the_last_part_of_its_compound(question, items, named):
+    assert asked_items(question, items) == named
+
+
 @pytest.mark.parametrize("question, answer", [
     ("What does an electric bike cost to rent?", "The price of an electric bike rental is 45 dollars a day."),
     ("How long does a tune-up take?", "A tune-up is ready in one day."),

@@ -69,6 +69,10 @@ def router_for(business: Business | Path, embedder, clock=None) -> ToolRouter:
     (PIZZA, "Is the gluten-free base okay for a coeliac?", "same kitchen"),
     (PLUMBING, "How long is your work guaranteed for?", "12 months"),
     (PLUMBING, "What happens if I call off an appointment the day before?", "24 hours"),
+    # The fourth business, and an item named by the last part of its compound
+    (VETS, "What's the price of getting a kitten chipped?", "30 euros"),
+    (VETS, "When do you close on a Wednesday?", "1 in the afternoon"),
+    (VETS, "How much notice do you want for a repeat prescription?", "48 hours"),
 ])
 def test_a_fact_asked_in_the_callers_own_words_is_answered_from_the_file(embedder, business, asked, says):
     answer = router_for(business, embedder)(asked)

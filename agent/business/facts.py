@@ -334,7 +334,8 @@ def asked_items(question: str, items: list[str]) -> list[str]:
     with any item ("How much is a helmet?") names none.
     """
     asked = _words(question)
-    named = {item: {w for w in asked if any(_same(w, i) for i in item_words(item))} for item in items}
+    named = {item: {w for w in asked if any(_same(w, i) or _ends_compound(i, w) for i in item_words(item))}
+             for item in items}
     # One shared word that several items have ("bike") does not name an item: "How much does it
     # cost to ship a bike?" is about shipping.
     def names(item):
@@ -342,6 +343,27 @@ def asked_items(question: str, items: list[str]) -> list[str]:
         return len(words) >= 2 or any(sum(1 for other in items if w in named[other]) == 1 for w in words)
     best = max((len(named[item]) for item in items if names(item)), default=0)
     return [item for item in items if best and names(item) and len(named[item]) == best]
+
+
+_SUFFIXES = ("ing", "ed", "es", "s")
+# A compound's first part is at least this long ("micro" of "microchipping"): "bring" is no compound of "ring".
+_COMPOUND_HEAD = 3
+
+
+def _stem(word: str) -> str:
+    """``word`` without an -ing/-ed/-s ending or a doubled last consonant ("chipped", "chipping": "chip")."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiou" else word
+
+
+def _ends_compound(compound: str, word: str) -> bool:
+    """Whether an item's word is a compound ending in ``word``: "microchipping" and "chipped",
+    "gearbox" and "box". Item names only: there a caller names a thing by its last part."""
+    head, tail = _stem(compound), _stem(word)
+    return len(tail) >= 4 and head.endswith(tail) and len(head) - len(tail) >= _COMPOUND_HEAD
 
 
 def vocabulary_of(business: Business) -> str:
