@@ -178,6 +178,10 @@ def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     (None, "Is it cheaper to rent a city bike for two days, or an electric bike for just the one day?",
      "A city bike rental for 2 days is 40 dollars, and an electric bike rental for a day is 45 dollars, "
      "so a city bike rental for 2 days is 5 dollars less."),
+    # By elimination: "a normal bike" beside "an electric one" is the city bike.
+    (None, "What's the price difference between hiring a normal bike and an electric one for the day?",
+     "A city bike rental is 20 dollars a day, and an electric bike rental is 45 dollars a day, "
+     "so a city bike rental is 25 dollars less."),
     # An item whose name has a joining word in it is one item, not two.
     ("agent/business/examples/willowbank_vets.yaml", "A consultation with a vet and microchipping, how much together?",
      "A consultation with a vet and a microchipping come to 85 euros."),
@@ -202,6 +206,7 @@ def test_an_order_the_caller_names_is_worked_out_for_the_answer(business, questi
     # A price that is not a plain amount, and a count of something no price names.
     ("agent/business/examples/corner_slice_pizza.yaml", "What do garlic knots and a large cheese come to?"),
     (None, "I rented two bikes, can I return them?"),
+    (None, "How much is it to rent two bikes for three days?"),  # which bikes is not said
 ])
 def test_an_order_that_cannot_be_worked_out_exactly_is_left_to_the_facts(business, question):
     index = FactIndex(load_business(business) if business else load_business(), clock=lambda: TUESDAY_MORNING)

@@ -248,15 +248,15 @@ class FactIndex:
         """
         return _supports(self, question, answer)
 
-    def _item_in(self, segment: str, words: list[str], items: list[str]) -> str | None:
-        """The one priced item a part of an order names, by its words or else by meaning ("an e-bike")."""
+    def _items_in(self, segment: str, words: list[str], items: list[str]) -> list[str]:
+        """The priced items a part of an order may name: one, by its words or else by meaning ("an
+        e-bike"); several when its words fit each ("a normal bike"); none."""
+        sharing = [item for item in items if any(same_word(w, i) for w in words for i in item_words(item))]
         named = asked_items(segment, items)
-        if len(named) == 1:
-            return named[0]
-        if self.meaning is None or not any(same_word(w, i) for w in words for item in items for i in item_words(item)):
-            return None
-        by_meaning = self.meaning.item(segment)
-        return by_meaning if by_meaning and (not named or by_meaning in named) else None
+        if len(named) == 1 or not sharing:
+            return named
+        by_meaning = self.meaning.item(segment) if self.meaning is not None else None
+        return [by_meaning] if by_meaning in (named or sharing) else named or sharing
 
     def reckoning(self, question: str) -> tuple[str, set[str]] | None:
         """What the order in ``question`` comes to, as a sentence the answer may repeat, and its
@@ -272,14 +272,20 @@ class FactIndex:
         if not self.business.prices or not asks_to_reckon(question):
             return None
         items = list(self.business.prices)
+        said = [(words, self._items_in(segment, words, items))
+                for segment in _parts_of(numbers_as_digits(question), items) if (words := comparison_words(segment))]
+        named = {found[0] for _, found in said if len(found) == 1}
         parts: list[_Part] = []
-        for segment in _parts_of(numbers_as_digits(question), items):
-            words = comparison_words(segment)
-            item = self._item_in(segment, words, items)
-            if item is None:
+        for words, found in said:
+            if len(found) > 1:
+                # By elimination: "a normal bike and an electric one" is the bike the other part is not.
+                others = [item for item in found if item not in named]
+                found = others if len(others) == 1 else []
+            if not found:
                 if any(w.isdigit() for w in words):
                     return None  # a number that counts nothing the file prices
                 continue
+            item = found[0]
             part = _part_of(words, item, self.business.prices[item])
             if part is None:
                 return None
@@ -538,8 +544,8 @@ def _part_of(words: list[str], item: str, price: str) -> _Part | None:
         if length is not None:
             units = _count(words[length])
             used.add(length)
-    if any(w.isdigit() for i, w in enumerate(words) if i not in used):
-        return None  # a number that is neither this part's count nor its length
+    if any(w.isdigit() and w != "1" for i, w in enumerate(words) if i not in used):
+        return None  # a number that is neither this part's count nor its length ("the electric one" is no number)
     return _Part(item, count, amount, currency, unit, units)
 
 
