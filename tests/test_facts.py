@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.business.facts import FactIndex, asked_items, numbers_as_digits, today_line, vocabulary_of
+from agent.business.facts import FactIndex, today_line, vocabulary_of
+from agent.business.words import asked_items, numbers_as_digits
 from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
 
@@ -174,6 +175,9 @@ def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
     (None, "A city bike and an electric bike for two days, what's the total?",
      "A city bike rental for 2 days and an electric bike rental for 2 days come to 130 dollars."),
     (None, "What do two city bikes cost together?", "2 city bike rentals come to 40 dollars a day."),
+    # ... but beside a thing priced once, it is one day: no total is "a day".
+    (None, "An electric bike and a tune-up, what's that together?",
+     "An electric bike rental for a day and a basic tune-up come to 90 dollars."),
     # Which is cheaper: both, and by how much.
     (None, "Is it cheaper to rent a city bike for two days, or an electric bike for just the one day?",
      "A city bike rental for 2 days is 40 dollars, and an electric bike rental for a day is 45 dollars, "
@@ -207,6 +211,8 @@ def test_an_order_the_caller_names_is_worked_out_for_the_answer(business, questi
     ("agent/business/examples/corner_slice_pizza.yaml", "What do garlic knots and a large cheese come to?"),
     (None, "I rented two bikes, can I return them?"),
     (None, "How much is it to rent two bikes for three days?"),  # which bikes is not said
+    # Counts, but no price asked.
+    (None, "I rented two city bikes and one had a flat, can I return it?"),
 ])
 def test_an_order_that_cannot_be_worked_out_exactly_is_left_to_the_facts(business, question):
     index = FactIndex(load_business(business) if business else load_business(), clock=lambda: TUESDAY_MORNING)

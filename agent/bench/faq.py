@@ -51,7 +51,7 @@ from agent.bench.faq_questions import FaqQuestion, expectations, load_questions,
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.bench.tasks import measure_llm_tools, run_tasks
-from agent.business.facts import numbers_as_digits
+from agent.business.words import numbers_as_digits
 from agent.config import load_config
 from agent.runtime import Runtime
 

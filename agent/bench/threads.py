@@ -9,7 +9,6 @@ decode ms per generated token). This is the measurement behind ``BRISK_LLM_THREA
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import threading
 

@@ -39,7 +39,8 @@ from difflib import SequenceMatcher
 
 import jellyfish
 
-from agent.business.facts import FactIndex, article, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
+from agent.business.facts import FactIndex
+from agent.business.words import article, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
 from agent.business.meaning import ABOUT, LEAD, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from agent.business.facts import numbers_as_digits, same_word
+from agent.business.words import numbers_as_digits, same_word
 from agent.business.model import WEEKDAYS, Business
 from processors.turns.comparison_form import comparison_words
 
