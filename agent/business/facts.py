@@ -43,10 +43,11 @@ NO_FACTS = "There is no fact about this."
 RELEVANT_NEAR = 0.45
 # Words that ask for a kind of fact, beyond the fact's own words.
 _ASKS = {
-    "hours": "open opening opens close closed closing closes hours hour time when today tomorrow tonight now weekend",
-    "address": "where address located location find directions street near nearby",
-    "phone": "phone number call ring telephone",
-    "prices": " ".join(sorted(PRICE_WORDS)),
+    "hours": frozenset("open opening opens close closed closing closes hours hour time when today tomorrow tonight now "
+                       "weekend".split()),
+    "address": frozenset("where address located location find directions street near nearby".split()),
+    "phone": frozenset("phone number call ring telephone".split()),
+    "prices": PRICE_WORDS,
 }
 # Words a caller calls any business by: they name the business itself, which every fact is about.
 _SELF = frozenset("shop store business place company".split())
@@ -64,17 +65,17 @@ class Fact:
 def facts_of(business: Business) -> list[Fact]:
     """Every fact in the business file, one line each, in the file's order."""
     facts = [
-        Fact("address", f"We are at {business.address}.", frozenset(words(business.address) | set(_ASKS["address"].split()))),
-        Fact("phone", f"Our phone number is {business.phone}.", frozenset(_ASKS["phone"].split())),
+        Fact("address", f"We are at {business.address}.", frozenset(words(business.address) | _ASKS["address"])),
+        Fact("phone", f"Our phone number is {business.phone}.", _ASKS["phone"]),
         Fact("hours", f"We are open {opening_hours(business)}.",
-             frozenset(set(_ASKS["hours"].split()) | set(WEEKDAYS) | {f"{d}s" for d in WEEKDAYS})),
+             frozenset(_ASKS["hours"] | set(WEEKDAYS) | {f"{d}s" for d in WEEKDAYS})),
     ]
     for day in WEEKDAYS:
         said = spoken_hours(business.hours[day])
         line = f"On {day.title()} we are closed." if said == "closed" else f"On {day.title()} we are open {said}."
         facts.append(Fact("hours", line, frozenset({day, f"{day}s"})))
     for item, price in business.prices.items():
-        facts.append(Fact("prices", f"{article(item).capitalize()} {item} is {price}.", frozenset(words(item) | set(_ASKS["prices"].split()))))
+        facts.append(Fact("prices", f"{article(item).capitalize()} {item} is {price}.", frozenset(words(item) | _ASKS["prices"])))
     for topic, policy in business.policies.items():
         # The words of the intent of the same name ask for this policy too ("delivery": shipping).
         asks = {w for k in business.intents[topic].keywords for w in words(k)} if topic in business.intents else set()
@@ -111,6 +112,8 @@ class FactIndex:
         self._topics_holding = functools.lru_cache(maxsize=1024)(self._lines_holding)
         # The fast path, the grounding and every clause's check ask about the same question.
         self.scores = functools.lru_cache(maxsize=16)(self._scores)
+        # The grounding and every clause's check that says a number ask about the same order.
+        self.reckoning = functools.lru_cache(maxsize=16)(self._reckoning)
 
     def _scores(self, question: str) -> tuple[tuple[float, Fact], ...]:
         """(score, fact) for each fact sharing a word with the question.
@@ -219,7 +222,7 @@ class FactIndex:
         """
         return _supports(self, question, answer)
 
-    def reckoning(self, question: str) -> tuple[str, set[str]] | None:
+    def _reckoning(self, question: str) -> tuple[str, set[str]] | None:
         """What an order the question names comes to (agent/business/orders.py), or None."""
         return order_total(self.business.prices, question, self.meaning.item if self.meaning else None)
 

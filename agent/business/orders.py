@@ -145,7 +145,7 @@ def _money(amount: float, currency: str) -> str:
 
 
 def order_total(prices: dict[str, str], question: str,
-            item_by_meaning: Callable[[str], str | None] | None = None) -> tuple[str, set[str]] | None:
+                item_by_meaning: Callable[[str], str | None] | None = None) -> tuple[str, set[str]] | None:
     """What the order in ``question`` comes to, as a sentence the answer may repeat, and its
     numbers; None when the question names no order to work out, or one this cannot parse.
 
@@ -191,7 +191,7 @@ def order_total(prices: dict[str, str], question: str,
 
 
 def _items_in(segment: str, words: list[str], items: list[str],
-          item_by_meaning: Callable[[str], str | None] | None) -> list[str]:
+              item_by_meaning: Callable[[str], str | None] | None) -> list[str]:
     """The priced items a part of an order may name: one, by its words or else by meaning ("an
     e-bike"); several when its words fit each ("a normal bike"); none."""
     sharing = [item for item in items if any(same_word(w, i) for w in words for i in item_words(item))]
