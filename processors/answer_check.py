@@ -8,14 +8,19 @@ and pass unchecked.
 Emits: the answer's text frames as they were, a clause at a time once ``answer_check(question,
 text so far)`` allows it; on the first clause it refuses, that clause and the rest of the
 answer are dropped and ``unsupported_text`` (the business's "I don't know, shall I put you
-through to a person?") is said in their place. An answer that ends saying it cannot help
-("I'm sorry, but I can't assist with that.") and offers no one is followed by ``person_offer``:
-the bot that does not know offers a person.
-Measures: ``refusals``, the answers cut this way; ``offers_added``, the offers added.
+through to a person?") is said in their place, or what ``instead(question, said so far)``
+gives: the order worked out, or, when nothing was said yet, the business's own sentence nearest
+the question, hedged. A first sentence that gives up ("I'm sorry, I don't know that.") is replaced by
+``instead``'s text the same way. An answer that ends saying it cannot help ("I'm sorry, but I
+can't assist with that.") and offers no one is followed by ``person_offer``: the bot that does
+not know offers a person.
+Measures: ``refusals``, the answers cut this way; ``instead_said``, the answers that gave up
+replaced by ``instead``'s text; ``offers_added``, the offers added.
 
 A clause is checked when it ends (, ; : . ! ?), so the first clause still reaches the chunker
 as soon as it is written; an answer that opens with "yes" or "no" is held to the end of its
-first sentence, since "Yes," alone says nothing a check could hold to a fact. A 0.5B model
+first sentence, since "Yes," alone says nothing a check could hold to a fact (and "I'm sorry,"
+too, since its sentence may give up). A 0.5B model
 answers "Yes, we repair electric scooters." to a shop that never said so: "Right before fast".
 """
 
@@ -40,6 +45,9 @@ from processors.fast_path import last_user_text
 
 # (the caller's question, the answer so far) -> whether all of it may be said.
 AnswerCheck = Callable[[str, str], bool]
+# (the caller's question, what of the answer was said) -> what to say in place of the refused rest,
+# or None for ``unsupported_text``.
+Instead = Callable[[str, str], str | None]
 
 _CLAUSE_END = re.compile(r"[,;:.!?](?:\s|$)")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
@@ -47,6 +55,13 @@ _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _CANNOT_HELP = re.compile(r"\b(can'?t|cannot|can not|unable to|not able to) (help|assist)|\b(don'?t|do not) know\b|\bnot sure\b|\bno information\b", re.I)
 _OFFERS_SOMEONE = re.compile(r"\b(person|someone|colleague|agent|human|put you through|connect you|transfer you)\b", re.I)
 _YES_NO_OPENING = re.compile(r"^\W*(yes|yeah|yep|no|nope|sure|absolutely|certainly|of course|definitely)\b", re.I)
+# Held with the sentence after it too: "I'm sorry, I don't know." may become what the file has.
+_APOLOGY_OPENING = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry|unfortunately)\b", re.I)
+
+
+def _opening(text: str) -> re.Match | None:
+    """A first word or two that says nothing to judge on its own ("Sure!", "I'm sorry,")."""
+    return _YES_NO_OPENING.match(text) or _APOLOGY_OPENING.match(text)
 
 
 class AnswerCheckMixin:
@@ -59,12 +74,14 @@ class AnswerCheckMixin:
     """
 
     def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "",
-                 person_offer: str = "", **kwargs):
+                 person_offer: str = "", instead: Instead | None = None, **kwargs):
         """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead
-        of a refused answer; person_offer: said after an answer that cannot help and offers no one."""
+        of a refused answer; person_offer: said after an answer that cannot help and offers no one;
+        instead: see ``Instead``."""
         super().__init__(*args, **kwargs)
         self._answer_check = answer_check
         self._unsupported_text = unsupported_text
+        self._instead = instead
         self._person_offer = person_offer
         self.offers_added = 0
         self._question = ""
@@ -74,6 +91,7 @@ class AnswerCheckMixin:
         self._refused = False
         self._after_tool = False
         self.refusals = 0
+        self.instead_said = 0
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         if isinstance(frame, LLMContextFrame):
@@ -109,7 +127,7 @@ class AnswerCheckMixin:
 
     def _clause_complete(self) -> bool:
         text = self._said + "".join(f.text for f in self._pending)
-        opening = _YES_NO_OPENING.match(text) if not self._said else None
+        opening = _opening(text) if not self._said else None
         if opening:
             # "Sure!" is not the sentence to judge: the one after it is.
             rest = text[opening.end():].lstrip(" ,.!?")
@@ -124,6 +142,13 @@ class AnswerCheckMixin:
         except Exception as error:  # a bug in the check must not silence the answer
             logger.exception(f"{self}: answer check failed on [{candidate}]: {error}")
             allowed = True
+        if allowed and not self._said and _CANNOT_HELP.search(candidate):
+            better = _instead(self._instead, self._question, "")
+            if better:  # the model gave up where the file has something: that is said instead
+                self._refused = True
+                self.instead_said += 1
+                await super().push_frame(LLMTextFrame(better), FrameDirection.DOWNSTREAM)
+                return
         if allowed:
             self._said = candidate
             for frame in pending:
@@ -146,16 +171,29 @@ class AnswerCheckMixin:
         return text if not self._said or self._said[-1].isspace() else " " + text
 
     def _replacement(self) -> str:
-        """``unsupported_text``, less the part of it the caller already heard: the model's own
-        "I'm sorry," before a refused clause must not make the bot say "I'm sorry, I'm sorry"."""
+        """``instead``'s text, when it has one; else ``unsupported_text``, less the part of it the
+        caller already heard: the model's own "I'm sorry," before a refused clause must not make
+        the bot say "I'm sorry, I'm sorry"."""
         said = self._said.strip()
+        if better := _instead(self._instead, self._question, said):
+            return self._after_said(better)
         if said and self._unsupported_text.lower().startswith(said.lower()):
             return self._after_said(self._unsupported_text[len(said):].lstrip())
         return self._after_said(self._unsupported_text)
 
 
+def _instead(instead: Instead | None, question: str, said: str) -> str | None:
+    if instead is None:
+        return None
+    try:
+        return instead(question, said)
+    except Exception as error:  # a bug here must not silence the turn: the don't-know line is said
+        logger.exception(f"what to say instead of a refused answer to [{question}] failed: {error}")
+        return None
+
+
 def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, unsupported_text: str,
-                   person_offer: str = "") -> str:
+                   person_offer: str = "", instead: Instead | None = None) -> str:
     """What the caller hears of a whole ``answer`` (the mixin's rules without frames): the text up
     to the first clause the check refuses, then ``unsupported_text``; an answer that cannot help
     and offers no one, followed by ``person_offer``. For answers that are not streamed (the FAQ
@@ -164,13 +202,18 @@ def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, uns
     ends = [m.end() for m in _CLAUSE_END.finditer(answer)] + [len(answer)]
     for end in ends:
         candidate = answer[:end]
-        opening = _YES_NO_OPENING.match(candidate) if not said else None
+        opening = _opening(candidate) if not said else None
         if opening and end < len(answer) and not _SENTENCE_END.search(candidate[opening.end():].lstrip(" ,.!?")):
             continue  # "Yes," alone says nothing to hold to a fact: judge its sentence
         if end <= start or not candidate[start:].strip():
             continue
-        if not answer_check(question, candidate):
+        allowed = answer_check(question, candidate)
+        if allowed and not said and _CANNOT_HELP.search(candidate) and (better := _instead(instead, question, "")):
+            return better
+        if not allowed:
             kept = said.strip()
+            if better := _instead(instead, question, kept):
+                return f"{kept} {better}".strip()
             rest = unsupported_text
             if kept and unsupported_text.lower().startswith(kept.lower()):
                 rest = unsupported_text[len(kept):].lstrip()

@@ -20,7 +20,7 @@ from pipecat.tests.utils import run_test
 from agent.business.facts import FactIndex
 from agent.business.model import load_business
 from frames.turn import FAST_PATH
-from processors.answer_check import AnswerCheckMixin
+from processors.answer_check import AnswerCheckMixin, checked_answer
 from processors.fact_grounding import FactGrounding
 from tests.fakes.scripted_llm_service import ScriptedLLMService
 
@@ -161,3 +161,64 @@ async def test_the_llm_is_given_the_facts_right_before_the_question_and_the_call
     # What the call remembers is only what was said.
     assert context.get_messages() == history
     assert grounding.grounded == 1
+
+
+def llm_with_instead(answer_text: str, instead) -> CheckedScriptedLLM:
+    return CheckedScriptedLLM([answer_text], answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
+                              person_offer=BUSINESS.person_offer, instead=instead)
+
+
+def file_has(text: str):
+    """An ``instead`` that has ``text`` for any question, and records what it was asked."""
+    def instead(question: str, said: str) -> str | None:
+        instead.asked.append((question, said))
+        return text
+    instead.asked = []
+    return instead
+
+
+async def test_a_refused_answer_becomes_what_the_file_has_when_nothing_was_said_yet():
+    instead = file_has("The file's own sentence.")
+    llm = llm_with_instead("Yes, we repair electric scooters.", instead)
+    assert spoken(await answer(llm, "Do you repair electric scooters?")) == "The file's own sentence."
+    assert instead.asked == [("Do you repair electric scooters?", "")]
+    assert llm.refusals == 1
+
+
+async def test_a_refusal_later_in_the_answer_asks_with_what_was_said_and_follows_it():
+    instead = file_has("Worked out.")
+    llm = llm_with_instead("A basic tune-up is 45 dollars, and a helmet is 30 dollars.", instead)
+    said = spoken(await answer(llm, "How much is a basic tune-up and a helmet?"))
+    assert said == "A basic tune-up is 45 dollars, Worked out."
+    assert instead.asked == [("How much is a basic tune-up and a helmet?", "A basic tune-up is 45 dollars,")]
+
+
+async def test_a_model_that_gives_up_is_replaced_by_what_the_file_has_and_its_apology_is_never_heard():
+    llm = llm_with_instead("I'm sorry, I don't know that.", file_has("The file's own sentence."))
+    assert spoken(await answer(llm, "Do you do anything about late cancellations?")) == "The file's own sentence."
+    assert llm.instead_said == 1 and llm.refusals == 0
+
+
+async def test_with_nothing_better_in_the_file_the_dont_know_stands():
+    for said in ("I'm sorry, I don't know that.", "Yes, we repair electric scooters."):
+        llm = llm_with_instead(said, lambda question, said: None)
+        assert spoken(await answer(llm, "Do you repair electric scooters?")) in (f"{said} {BUSINESS.person_offer}", UNKNOWN)
+        assert llm.instead_said == 0
+
+
+async def test_a_broken_instead_never_silences_the_turn():
+    def broken(question, said):
+        raise RuntimeError("boom")
+    llm = llm_with_instead("Yes, we repair electric scooters.", broken)
+    assert spoken(await answer(llm, "Do you repair electric scooters?")) == UNKNOWN
+
+
+def test_a_whole_answer_checked_at_once_gets_the_same_replacements():
+    check = FactIndex(BUSINESS).supports
+    sentence = file_has("The file's own sentence.")
+    for question, said, heard in (
+            ("Do you repair electric scooters?", "Yes, we repair electric scooters.", "The file's own sentence."),
+            ("Do you repair electric scooters?", "I'm sorry, I don't know that.", "The file's own sentence."),
+            ("How much is a basic tune-up and a helmet?", "A basic tune-up is 45 dollars, and a helmet is 30 dollars.",
+             "A basic tune-up is 45 dollars, The file's own sentence.")):
+        assert checked_answer(check, question, said, unsupported_text=UNKNOWN, instead=sentence) == heard

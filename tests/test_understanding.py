@@ -266,3 +266,37 @@ def test_a_question_naming_a_day_and_nothing_else_the_file_holds_hears_that_days
     assert answer is not None and answer.intent in ("hours", "unsure:hours") and says.lower() in answer.text.lower(), answer
     if answer.intent == "unsure:hours":  # a guess at what is asked is said as one, with a person
         assert load_business(business).unsure_preface in answer.text
+
+
+@pytest.mark.parametrize("business, asked, says", [
+    # An order the file's prices work out, said whatever the model got wrong
+    (PIZZA, "How much would three large cheese pizzas be altogether?", "3 large cheese pizzas come to 54 dollars."),
+    (BIKES, "What's the difference in price between a city bike and an e-bike for a day?", "25 dollars less"),
+    # A policy asked in other words: the file's sentence, said as what it is, with a person offered
+    (PLUMBING, "Is there a fee if I cancel my appointment late?", "30 pound late cancellation fee"),
+    (PIZZA, "Is your gluten-free base cooked separately from the normal ones?", "same kitchen"),
+])
+def test_what_the_model_fumbled_becomes_what_the_file_has(embedder, business, asked, says):
+    facts = FactIndex(load_business(business), embedder=embedder)
+    instead = facts.instead(asked)
+    assert says in instead
+    if instead.startswith(facts.business.unsure_preface):
+        assert instead.endswith(facts.business.person_offer)
+
+
+@pytest.mark.parametrize("business, asked", [
+    (BIKES, "How much is a kids' trailer?"),  # a price of what the file does not list: never another's price
+    (PLUMBING, "Do you do garden landscaping?"),
+    (VETS, "Do you sell horse saddles?"),
+])
+def test_nothing_near_in_the_file_leaves_the_dont_know(embedder, business, asked):
+    facts = FactIndex(load_business(business), embedder=embedder)
+    assert facts.instead(asked) is None
+
+
+def test_after_part_of_an_answer_only_a_worked_out_order_is_added(embedder):
+    facts = FactIndex(load_business(PLUMBING), embedder=embedder)
+    assert facts.instead("Is there a fee if I cancel my appointment late?", said="Well,") is None
+    pizza = FactIndex(load_business(PIZZA), embedder=embedder)
+    assert pizza.instead("How much would three large cheese pizzas be altogether?", said="Sure,") == \
+        "3 large cheese pizzas come to 54 dollars."

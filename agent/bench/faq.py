@@ -256,7 +256,7 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
         else:
             answer = await llm([system, {"role": "system", "content": facts.grounding(asked)}, user])
             brisk, path = checked_answer(facts.supports, asked, answer, unsupported_text=business.unknown_answer,
-                                         person_offer=business.person_offer), "llm"
+                                         person_offer=business.person_offer, instead=facts.instead), "llm"
         for side, answer in (("stock", stock), ("brisk", brisk)):
             outcome = grade(q, answer, now=now, business=business)
             turns.append({"utterance": q.id, "side": side, "asked": asked, "bot_text": answer, "grade": outcome,

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.business.meaning import MeaningIndex
+from agent.business.meaning import NEAR_A_FACT, MeaningIndex
 from agent.business.model import WEEKDAYS, Business
 from agent.business.orders import order_total
 from agent.business.prompt import opening_hours, spoken_hours
@@ -225,6 +225,33 @@ class FactIndex:
     def _reckoning(self, question: str) -> tuple[str, set[str]] | None:
         """What an order the question names comes to (agent/business/orders.py), or None."""
         return order_total(self.business.prices, question, self.meaning.item if self.meaning else None)
+
+    def instead(self, question: str, said: str = "") -> str | None:
+        """What to say in place of an answer to ``question`` the check refused or the model gave
+        up on, when the file has something better than "I don't know". The order worked out
+        (the caller asked for a sum, and the file's prices give it), after whatever was ``said``
+        already; else, when nothing was said, the first line of the question's facts, said as
+        what it is with a person offered ("I'm not sure that's what you're asking, but all our
+        work is guaranteed for 12 months ..."), as the fast path says a fact it is not sure was
+        asked. Never a price (another item's price said to "How much is a helmet?" sounds like
+        its price). None when there is neither: then the don't-know line is right.
+
+        Why: a 0.5B model handed the right line often answers beside it ("If the leak comes
+        back, do I pay again?" got the gas emergency line, "Yes, we are covered."), and the
+        caller heard "I don't know" about a fact the file holds (FAQ suite, text runs)."""
+        reckoned = self.reckoning(question)
+        if reckoned:
+            return reckoned[0]
+        if said.strip():
+            return None
+        # Near in meaning only: a line that merely shares a word ("Bring a photo ID to rent a
+        # bike." to "Can I bring my dog into the shop?") is no better than "I don't know".
+        line = next((line for _, topic, line in self.meaning.fact_lines(question, floor=NEAR_A_FACT)
+                     if topic != "prices"), None) if self.meaning else None
+        if line is None:
+            return None
+        b = self.business
+        return f"{b.unsure_preface} {line[:1].lower()}{line[1:]} {b.person_offer}"
 
     def grounding(self, question: str) -> str:
         """The message the LLM reads just before the question: its facts, or that there are none.
