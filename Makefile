@@ -1,4 +1,5 @@
-# Brisk: `make run` starts the agent, `make test` runs the whole suite, `make bench` measures it.
+# Brisk: `make run` starts the agent, `make test` runs the whole suite, `make bench` measures it,
+# `make docs` regenerates docs/configuration.md.
 # Each target creates .venv and installs everything once (re-done when pyproject.toml changes).
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.brisk-installed
 MODELS_STAMP := $(VENV)/.brisk-models
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: install models run test bench clean
+.PHONY: install models run test bench docs clean
 
 install: $(STAMP)
 
@@ -41,6 +42,10 @@ test: models
 
 bench: models
 	$(PY) -m agent bench
+
+# docs/configuration.md is generated from agent/config.py; tests/test_docs.py fails when it is stale.
+docs: install
+	$(PY) -m agent config-docs
 
 clean:
 	rm -rf $(VENV)

@@ -9,6 +9,7 @@
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
     python -m agent bench --suite faq --business FILE [--business FILE ...] [--questions FILE] [--text]
     python -m agent bench --suite turns [--turns N] [--json PATH]
+    python -m agent config-docs [--check]
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ def cmd_bench(args) -> int:
     return bench_main(args.bench_args)
 
 
+def cmd_config_docs(args) -> int:
+    from agent.config_docs import write
+
+    return write(check=args.check)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agent", description="Brisk real-time voice agent")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
         "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/transports/livekit.py)"
     )
     worker.set_defaults(func=cmd_livekit_worker)
+
+    docs = sub.add_parser("config-docs", help="write docs/configuration.md from the settings (agent/config_docs.py)")
+    docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is stale")
+    docs.set_defaults(func=cmd_config_docs)
 
     # agent/bench/ab.py parses its own options: argparse.REMAINDER would refuse a first argument
     # that looks like an option (`bench --quick`), so main() hands over what is left instead.

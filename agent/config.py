@@ -27,7 +27,7 @@ class ConfigError(Exception):
 
 
 class BriskConfig(BaseSettings):
-    """Brisk settings. Field docs double as the reference in README.md."""
+    """Brisk settings. Field descriptions are the reference in docs/configuration.md (agent/config_docs.py)."""
 
     model_config = SettingsConfigDict(
         env_prefix="BRISK_", env_file=".env", extra="ignore", validate_default=True
@@ -70,7 +70,7 @@ class BriskConfig(BaseSettings):
         None,
         ge=1,
         description="Calls this process takes at once, over every transport; unset = 1 with the embedded LLM, "
-        "3 with an LLM server elsewhere (2 cores: P95 within 1.5x of one call, README Capacity).",
+        "3 with an LLM server elsewhere (2 cores: P95 within 1.5x of one call, docs/benchmarks.md, Capacity).",
     )
     call_idle_timeout_secs: float = Field(
         60.0, ge=0, description="A call whose caller sends no audio this long is ended (0 = never)."
@@ -113,7 +113,7 @@ class BriskConfig(BaseSettings):
     )
     turn_audio_check: bool = Field(
         False,
-        description="A statement Whisper heard as finished is also put to pipecat's Smart Turn v3 on the audio; judged unfinished, it waits like unfinished words (off: on espeak voices it cost more delay than it saved cut-offs, README End of turn).",
+        description="A statement Whisper heard as finished is also put to pipecat's Smart Turn v3 on the audio; judged unfinished, it waits like unfinished words (off: on espeak voices it cost more delay than it saved cut-offs, docs/benchmarks.md, End of turn).",
     )
     turn_audio_check_threshold: float = Field(
         0.5, ge=0, le=1, description="Smart Turn's probability of a finished turn below which that statement waits."
@@ -156,7 +156,7 @@ class BriskConfig(BaseSettings):
     whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
     blas_threads: int = Field(
         1, ge=1,
-        description="Threads numpy's BLAS may use in the agent process (Whisper's features): with 2, its helper thread spun beside Whisper and took ~20% of a core at the caller's pause (README, Performance).",
+        description="Threads numpy's BLAS may use in the agent process (Whisper's features): with 2, its helper thread spun beside Whisper and took ~20% of a core at the caller's pause (docs/benchmarks.md).",
     )
     stt_vocabulary: bool = Field(
         True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords."
@@ -167,9 +167,9 @@ class BriskConfig(BaseSettings):
     stt_second_opinion_beam: int = Field(
         5, ge=1, description="Beam width of the second opinion (2 is faster but heard 'Can I pay with cash?' wrong).")
     stt_second_opinion_window_secs: float = Field(
-        6.0, ge=1, le=30, description="Shortest encoder window of the second opinion (tiny.en's partials keep 10 s): 6 s reviews ~0.1 s sooner than 10 s at about the same word error rate (README, Performance).")
+        6.0, ge=1, le=30, description="Shortest encoder window of the second opinion (tiny.en's partials keep 10 s): 6 s reviews ~0.1 s sooner than 10 s at about the same word error rate (docs/benchmarks.md).")
     stt_review_unrecognised: bool = Field(
-        True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; README, Performance)."
+        True, description="Also give the second opinion a sure final no intent of the business file asks (off: 0.3-0.8 s sooner on such turns, but 2 more FAQ questions heard wrong and answered 'don't know'; docs/benchmarks.md)."
     )
     stt_review_off_topic: bool = Field(
         False, description="Also give it a sure final about nothing the business file holds (no intent asks it, no fact shares a word with it, and it does not name the business): off, 'Do you have this sofa in blue?' gets its answer without waiting for base."
@@ -233,7 +233,7 @@ class BriskConfig(BaseSettings):
     )
     llm_facts_prefill: bool = Field(
         False,
-        description="Read a question's facts into the LLM server's prompt cache while the caller still speaks (off: see README, Performance).",
+        description="Read a question's facts into the LLM server's prompt cache while the caller still speaks (off: see docs/benchmarks.md).",
     )
     llm_answer_check: bool = Field(
         True, description="Hold each LLM answer to the facts; an unsupported one is replaced by the business's unknown_answer."
@@ -356,7 +356,7 @@ class BriskConfig(BaseSettings):
     llm_tools: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Offer the business's tools to the LLM's function calling; auto = only an LLM server elsewhere "
-        "(the embedded 0.5B model calls them unreliably, README Tools): intents route to them either way.",
+        "(the embedded 0.5B model calls them unreliably, docs/benchmarks.md, The agent acting): intents route to them either way.",
     )
     dtmf_timeout_secs: float = Field(3.0, gt=0, description="Keypad digits end an entry after this pause, or at '#'.")
     data_dir: Path = Field(
@@ -442,7 +442,7 @@ class BriskConfig(BaseSettings):
             raise ValueError(
                 f"Brisk listens on {self.host}, reachable from elsewhere, with no credential for calls: set "
                 "BRISK_ALLOWED_ORIGINS (the origins of the pages that may start calls) and/or BRISK_API_KEY "
-                "(server-to-server clients), or BRISK_ALLOW_OPEN=true to let anyone call (README Security)")
+                "(server-to-server clients), or BRISK_ALLOW_OPEN=true to let anyone call (docs/security.md)")
         if self.public_url and not self.twilio_auth_token:
             raise ValueError("public_url faces Twilio's webhooks to the internet: set BRISK_TWILIO_AUTH_TOKEN too, "
                              "so only Twilio's signed requests start calls")
