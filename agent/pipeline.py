@@ -255,7 +255,7 @@ def make_llm(
 
 
 def make_prompt_processors(resources: Resources, flavor: Flavor, tools=None) -> list:
-    """Brisk keeps the prompt prefix stable and warm (latency-playbook.md, 3-4); stock sends it as is."""
+    """Brisk keeps the prompt prefix stable and warm (so the server's prefix cache holds it); stock sends it as is."""
     if flavor != "brisk":
         return []
     config = resources.config

@@ -34,7 +34,7 @@ def make_turn_strategies(
         # What a pipecat user who tunes for speed picks: pipecat's speech timeout at Brisk's.
         return UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)])
     # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
-    # "incomplete" 40% of the time (latency-playbook.md); a short silence timeout does not.
+    # "incomplete" 40% of the time (docs/benchmarks.md, End of turn); a short silence timeout does not.
     if speculation is None:
         return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
             user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs,

@@ -8,7 +8,7 @@ the context frame included, passes on unchanged otherwise.
 Emits: nothing of its own.
 Measures: nothing; ``dropped_turns`` counts the history turns windowed away.
 
-Why this shape (latency-playbook.md, technique 3):
+Why this shape (a prompt that starts byte for byte the same stays in the server's prefix cache):
 
 - History is normalised before it is sent: fillers ("um", "uh", a set-off "you know", 嗯, a
   set-off 那个) and timestamps are stripped, so the same words always render the same tokens.

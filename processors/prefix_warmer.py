@@ -12,7 +12,7 @@ Measures: ``warmups`` (how many were sent), ``warmup_durations_s`` and ``failure
 A provider's prompt cache expires after some minutes idle (5-10 for the big APIs); an
 embedded llama.cpp server keeps only the last prompt, which another call may have replaced.
 Re-warming ``rewarm_after_s`` after the last request keeps the next turn's prefill short
-(latency-playbook.md, technique 4).
+(the prefix cache: docs/architecture.md).
 """
 
 from __future__ import annotations

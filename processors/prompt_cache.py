@@ -3,7 +3,7 @@
 Consumes: an ``LLMContext``. Sends it to the OpenAI-compatible server exactly as the LLM service
 would (pipecat's OpenAI adapter, the service's system instruction, its tools) as a completion
 of one token, so the server's prefix cache then holds the prompt's tokens and the next request
-that starts the same way reads only what follows them (latency-playbook.md, technique 4).
+that starts the same way reads only what follows them (the prefix cache: docs/architecture.md).
 Emits: nothing into a pipeline; it is a helper the prompt processors share (the prefix
 warmer, the facts prefill). Measures: nothing itself; ``warm`` returns how long the server took.
 """

@@ -1,4 +1,4 @@
-"""The house rules of the layout (README "Layout"): who may import whom, no cycles, the page ships.
+"""The house rules of the layout (docs/architecture.md, "Layout"): who may import whom, no cycles, the page ships.
 
 Imports are read from the source (every ``import`` statement, those inside functions too), so a
 lazy import that closes a cycle counts like any other.

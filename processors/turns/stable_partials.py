@@ -1,4 +1,4 @@
-"""When a partial transcript is stable enough to draft an answer from (latency-playbook.md 1-2).
+"""When a partial transcript is stable enough to draft an answer from (speculative drafts: docs/architecture.md).
 
 Consumes partial texts (and the silence after them); emits a ``Stability`` (the text and the
 rule that fired) or None. Pure text, unit-tested on tables.

@@ -9,7 +9,7 @@ an ordinary last word is finished. Pure and cheap (microseconds), so it runs at 
 
 Why words rather than pipecat's Smart Turn model on the audio: on this machine Smart Turn v3
 costs ~166 ms a pause and judged flat TTS-voiced questions "incomplete" 40% of the time
-(latency-playbook.md); the transcript is there anyway, and the unfinished endings of
+(docs/benchmarks.md, End of turn); the transcript is there anyway, and the unfinished endings of
 customer-service speech are few and regular. ``python -m agent bench --suite turns`` measures
 both.
 """
