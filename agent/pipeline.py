@@ -235,7 +235,8 @@ def make_llm(
         check["offer_tools"] = config.tools_offered_to_llm
         if config.llm_answer_check:
             check.update(answer_check=facts.supports, unsupported_text=facts.business.unknown_answer,
-                         person_offer=facts.business.person_offer, instead=facts.instead)
+                         person_offer=facts.business.person_offer, instead=facts.instead,
+                         lacking=facts.lacking)
     kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,

@@ -33,7 +33,7 @@ def limit_blas_threads(threads: int) -> list[dict]:
     faster-whisper computes its features with a numpy matmul on every partial. OpenBLAS runs
     that on as many threads as there are cores, and its helper thread then spins waiting for
     more: on 2 cores it took ~20% of one at the caller's pause, when tiny.en and base both want
-    a core (README, Performance). Returns threadpoolctl's view of the libraries afterwards.
+    a core (docs/benchmarks.md). Returns threadpoolctl's view of the libraries afterwards.
     """
     threadpool_limits(limits=threads, user_api="blas")
     return [info for info in threadpool_info() if info["user_api"] == "blas"]

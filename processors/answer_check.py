@@ -13,9 +13,11 @@ gives: the order worked out, or, when nothing was said yet, the business's own s
 the question, hedged. A first sentence that gives up ("I'm sorry, I don't know that.") is replaced by
 ``instead``'s text the same way. An answer that ends saying it cannot help ("I'm sorry, but I
 can't assist with that.") and offers no one is followed by ``person_offer``: the bot that does
-not know offers a person.
+not know offers a person. A whole answer that lacks what ``lacking(question, answer)`` gives (an
+order's total it never said) is followed by that.
 Measures: ``refusals``, the answers cut this way; ``instead_said``, the answers that gave up
-replaced by ``instead``'s text; ``offers_added``, the offers added.
+replaced by ``instead``'s text; ``completed``, the answers ``lacking`` added to; ``offers_added``,
+the offers added.
 
 A clause is checked when it ends (, ; : . ! ?), so the first clause still reaches the chunker
 as soon as it is written; an answer that opens with "yes" or "no" is held to the end of its
@@ -48,6 +50,8 @@ AnswerCheck = Callable[[str, str], bool]
 # (the caller's question, what of the answer was said) -> what to say in place of the refused rest,
 # or None for ``unsupported_text``.
 Instead = Callable[[str, str], str | None]
+# (the caller's question, the whole answer said) -> what to add that the answer lacks, or None.
+Lacking = Callable[[str, str], str | None]
 
 _CLAUSE_END = re.compile(r"[,;:.!?](?:\s|$)")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
@@ -74,14 +78,15 @@ class AnswerCheckMixin:
     """
 
     def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "",
-                 person_offer: str = "", instead: Instead | None = None, **kwargs):
+                 person_offer: str = "", instead: Instead | None = None, lacking: Lacking | None = None, **kwargs):
         """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead
         of a refused answer; person_offer: said after an answer that cannot help and offers no one;
-        instead: see ``Instead``."""
+        instead: see ``Instead``; lacking: see ``Lacking``."""
         super().__init__(*args, **kwargs)
         self._answer_check = answer_check
         self._unsupported_text = unsupported_text
         self._instead = instead
+        self._lacking = lacking
         self._person_offer = person_offer
         self.offers_added = 0
         self._question = ""
@@ -92,6 +97,7 @@ class AnswerCheckMixin:
         self._after_tool = False
         self.refusals = 0
         self.instead_said = 0
+        self.completed = 0
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         if isinstance(frame, LLMContextFrame):
@@ -119,6 +125,7 @@ class AnswerCheckMixin:
             if self._pending and not self._refused:
                 await self._release()
             if not self._refused:
+                await self._complete()
                 await self._offer_someone()
             self._checking = False
         elif isinstance(frame, InterruptionFrame):
@@ -143,7 +150,7 @@ class AnswerCheckMixin:
             logger.exception(f"{self}: answer check failed on [{candidate}]: {error}")
             allowed = True
         if allowed and not self._said and _CANNOT_HELP.search(candidate):
-            better = _instead(self._instead, self._question, "")
+            better = _ask(self._instead, self._question, "")
             if better:  # the model gave up where the file has something: that is said instead
                 self._refused = True
                 self.instead_said += 1
@@ -160,6 +167,13 @@ class AnswerCheckMixin:
         logger.debug(f"{self}: not said: [{self._question}] -> [{candidate.strip()}]")  # DEBUG: what was said
         await super().push_frame(LLMTextFrame(self._replacement()), FrameDirection.DOWNSTREAM)
 
+    async def _complete(self):
+        said = self._said.strip()
+        if said and not _CANNOT_HELP.search(said) and (more := _ask(self._lacking, self._question, said)):
+            self.completed += 1
+            self._said += self._after_said(more)
+            await super().push_frame(LLMTextFrame(self._after_said(more)), FrameDirection.DOWNSTREAM)
+
     async def _offer_someone(self):
         said = self._said.strip()
         if self._person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
@@ -175,25 +189,27 @@ class AnswerCheckMixin:
         caller already heard: the model's own "I'm sorry," before a refused clause must not make
         the bot say "I'm sorry, I'm sorry"."""
         said = self._said.strip()
-        if better := _instead(self._instead, self._question, said):
+        if better := _ask(self._instead, self._question, said):
             return self._after_said(better)
         if said and self._unsupported_text.lower().startswith(said.lower()):
             return self._after_said(self._unsupported_text[len(said):].lstrip())
         return self._after_said(self._unsupported_text)
 
 
-def _instead(instead: Instead | None, question: str, said: str) -> str | None:
-    if instead is None:
+def _ask(hook: Instead | Lacking | None, question: str, said: str) -> str | None:
+    """``hook(question, said)``; None when there is none, or it fails (logged): a bug in it must
+    not silence the turn, which then ends as it would without it."""
+    if hook is None:
         return None
     try:
-        return instead(question, said)
-    except Exception as error:  # a bug here must not silence the turn: the don't-know line is said
-        logger.exception(f"what to say instead of a refused answer to [{question}] failed: {error}")
+        return hook(question, said)
+    except Exception as error:
+        logger.exception(f"{getattr(hook, '__name__', hook)} failed on [{question}] -> [{said}]: {error}")
         return None
 
 
 def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, unsupported_text: str,
-                   person_offer: str = "", instead: Instead | None = None) -> str:
+                   person_offer: str = "", instead: Instead | None = None, lacking: Lacking | None = None) -> str:
     """What the caller hears of a whole ``answer`` (the mixin's rules without frames): the text up
     to the first clause the check refuses, then ``unsupported_text``; an answer that cannot help
     and offers no one, followed by ``person_offer``. For answers that are not streamed (the FAQ
@@ -208,11 +224,11 @@ def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, uns
         if end <= start or not candidate[start:].strip():
             continue
         allowed = answer_check(question, candidate)
-        if allowed and not said and _CANNOT_HELP.search(candidate) and (better := _instead(instead, question, "")):
+        if allowed and not said and _CANNOT_HELP.search(candidate) and (better := _ask(instead, question, "")):
             return better
         if not allowed:
             kept = said.strip()
-            if better := _instead(instead, question, kept):
+            if better := _ask(instead, question, kept):
                 return f"{kept} {better}".strip()
             rest = unsupported_text
             if kept and unsupported_text.lower().startswith(kept.lower()):
@@ -220,6 +236,8 @@ def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, uns
             return f"{kept} {rest}".strip()
         said, start = candidate, end
     said = said.strip()
+    if said and not _CANNOT_HELP.search(said) and (more := _ask(lacking, question, said)):
+        said = f"{said} {more}"
     if person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
         said = f"{said} {person_offer}"
     return said

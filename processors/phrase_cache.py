@@ -8,7 +8,7 @@ Measures: per call, ``PhraseStats`` (texts spoken from the cache and texts synth
 Why: a business's line says a few texts over and over — the fast path's fixed answers ("I'm
 sorry, I don't know that. Would you like me to put you through to a person?"), the greeting,
 the hand-over line. On two cores their synthesis lands at the turn's end, beside the second
-opinion that decides it (hibari is quick, so the gain measured was small: README, Performance,
+opinion that decides it (hibari is quick, so the gain measured was small: docs/benchmarks.md,
 "2026-12-04 23:31"). The cache is one of the
 things made to be shared between calls, like the models: audio is bytes nobody mutates, and it
 is bounded by size, least recently used first out, so it never grows with the process's life.

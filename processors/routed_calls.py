@@ -8,7 +8,7 @@ context, exactly as for a call in the model's answer. The frame itself goes no f
 
 ``offer_tools=False`` keeps the tools out of the LLM's requests while their handlers stay
 registered: the embedded 0.5B model offered tools writes their JSON as its spoken answer
-(README Tools), so with it every tool is reached by intent only.
+(docs/benchmarks.md, the agent acting), so with it every tool is reached by intent only.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
     """int16 PCM at any rate as Whisper takes it: float32 in [-1, 1] at 16 kHz.
 
     One shot over the whole clip: nothing held back (a stream resampler keeps a tail), and soxr's
-    best quality costs ~1 ms for 15 s of 8 kHz audio (README, "Phone path").
+    best quality costs ~1 ms for 15 s of 8 kHz audio (docs/benchmarks.md, "Phone path").
     """
     audio = pcm.astype(np.float32) / 32768.0
     if sample_rate == SAMPLE_RATE:

@@ -20,7 +20,7 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   ``recognise`` (no intent of its file asks it): tiny.en is sure of "Are you guys open on
   certain days?" (-0.13) and "What's that race on the store?", which base hears as "Sunday" and
   "address". Brisk can turn it off (``BRISK_STT_REVIEW_UNRECOGNISED``): such a turn then ends
-  0.3-0.8 s sooner on 2 cores, and those two questions get "I don't know" (README, Performance).
+  0.3-0.8 s sooner on 2 cores, and those two questions get "I don't know" (docs/benchmarks.md).
   Given ``about_the_business``, a sure final about nothing the business's file holds ("Do you
   have this sofa in blue?": no fact shares a word with it) is not heard again: a mishearing
   keeps the question's asking words ("open", "much", "where"), which facts hold, so a final

@@ -222,3 +222,16 @@ def test_a_whole_answer_checked_at_once_gets_the_same_replacements():
             ("How much is a basic tune-up and a helmet?", "A basic tune-up is 45 dollars, and a helmet is 30 dollars.",
              "A basic tune-up is 45 dollars, The file's own sentence.")):
         assert checked_answer(check, question, said, unsupported_text=UNKNOWN, instead=sentence) == heard
+
+
+async def test_an_answer_that_lacks_what_the_file_works_out_is_followed_by_it():
+    def lacking(question, said):
+        return None if "120" in said else "2 city bike rentals for 3 days come to 120 dollars."
+    llm = CheckedScriptedLLM(["20 dollars a day, three days.", "That comes to 120 dollars."],
+                             answer_check=lambda question, text: True, unsupported_text=UNKNOWN, lacking=lacking)
+    question = "What would two city bikes for three days cost?"
+    assert spoken(await answer(llm, question)) == "20 dollars a day, three days. 2 city bike rentals for 3 days come to 120 dollars."
+    assert spoken(await answer(llm, question)) == "That comes to 120 dollars."
+    assert llm.completed == 1
+    assert checked_answer(lambda question, text: True, question, "20 dollars a day, three days.",
+                          unsupported_text=UNKNOWN, lacking=lacking).endswith("come to 120 dollars.")

@@ -31,7 +31,7 @@ def test_agent_call_prints_one_json_object_with_turns_latencies_and_processors(t
     out_wav = tmp_path / "answer.wav"
 
     # The command is under test, not the ASR: this question is one the shipped Whisper prompt
-    # mishears ("Do your electric bikes?"; README, FAQ suite), so the transcript is checked
+    # mishears ("Do your electric bikes?"; docs/benchmarks.md, FAQ suite), so the transcript is checked
     # without it. Nor the fast path, which answers it from the prices: the LLM's timings are
     # among those checked.
     proc = subprocess.run(

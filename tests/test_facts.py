@@ -169,6 +169,11 @@ def test_an_answer_the_facts_do_not_hold_is_refused(facts, question, answer):
      "3 slices of cheese pizza come to 12 dollars."),
     (None, "How much would it be to rent two city bikes for three days?",
      "2 city bike rentals for 3 days come to 120 dollars."),
+    # Whisper writes the caller's "two" as "to" right before a plural.
+    (None, "How much would it be to rent to city bikes for three days?",
+     "2 city bike rentals for 3 days come to 120 dollars."),
+    ("agent/business/examples/corner_slice_pizza.yaml", "What would too large cheese pizzas come to?",
+     "2 large cheese pizzas come to 36 dollars."),
     (None, "If I rent an electric bike for a day and get a tune-up on mine, what's that all together?",
      "An electric bike rental for a day and a basic tune-up come to 90 dollars."),
     # A length said once is for every item; a price per day with no length stays per day.
@@ -211,6 +216,7 @@ def test_an_order_the_caller_names_is_worked_out_for_the_answer(business, questi
     ("agent/business/examples/corner_slice_pizza.yaml", "What do garlic knots and a large cheese come to?"),
     (None, "I rented two bikes, can I return them?"),
     (None, "How much is it to rent two bikes for three days?"),  # which bikes is not said
+    (None, "How much is it to rent city bikes for three days?"),  # "to rent": no count of bikes
     # Counts, but no price asked.
     (None, "I rented two city bikes and one had a flat, can I return it?"),
 ])

@@ -1,7 +1,7 @@
 """The FAQ suite's grading and its command: an answer is right, wrong, "don't know" or neither.
 
 Pure functions over answer texts; the spoken suite itself is ``python -m agent bench --suite
-faq`` (README), which takes many minutes of real calls and so is a benchmark, not a test.
+faq`` (docs/benchmarks.md), which takes many minutes of real calls and so is a benchmark, not a test.
 """
 
 from datetime import datetime

@@ -92,7 +92,7 @@ def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resour
 
 
 def test_brisk_reads_a_questions_facts_while_it_is_asked_when_told(resources):
-    assert not load_config().facts_prefilled  # off by default: README, Performance
+    assert not load_config().facts_prefilled  # off by default: docs/benchmarks.md
     assert FactsPrefill not in processor_types(build_call(resources, LoopbackTransport()))
     told = replace(resources, config=resources.config.model_copy(update={"llm_facts_prefill": True}))
     call = build_call(told, LoopbackTransport())

@@ -60,7 +60,7 @@ def test_the_second_opinions_shorter_window_hears_the_recording_and_a_longer_cli
     engine = WhisperEngine.load(str(base), beam_size=5, min_window_s=6)
     result = engine.transcribe(recording.astype(np.float32) / 32768.0)
     # Every word but the name, which it splits ("Gregs in") as base in 10 s does on the bench's
-    # copy of it: over the bench's 56 clips 6 s had about the WER of 10 s (README, Performance).
+    # copy of it: over the bench's 56 clips 6 s had about the WER of 10 s (docs/benchmarks.md).
     assert word_error_rate(ARCTIC_A0009_TEXT, result.text) <= 2 / 9
     assert result.window_frames == 600
 

@@ -3,7 +3,7 @@ model; the words the business recognises, else the surer ones, are kept.
 
 The real tiny.en (the default, with the business's vocabulary) and base (beam search) on espeak
 speech. What the second opinion buys over the FAQ suite, and what it costs the turns it hears
-again, is measured by ``python -m agent bench --suite faq`` (README).
+again, is measured by ``python -m agent bench --suite faq`` (docs/benchmarks.md).
 """
 
 import numpy as np

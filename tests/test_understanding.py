@@ -300,3 +300,11 @@ def test_after_part_of_an_answer_only_a_worked_out_order_is_added(embedder):
     pizza = FactIndex(load_business(PIZZA), embedder=embedder)
     assert pizza.instead("How much would three large cheese pizzas be altogether?", said="Sure,") == \
         "3 large cheese pizzas come to 54 dollars."
+
+
+def test_an_answer_that_never_says_the_worked_out_total_lacks_it(embedder):
+    pizza = FactIndex(load_business(PIZZA), embedder=embedder)
+    asked = "How much would three large cheese pizzas be altogether?"
+    assert pizza.lacking(asked, "A large cheese pizza is 18 dollars.") == "3 large cheese pizzas come to 54 dollars."
+    assert pizza.lacking(asked, "That's fifty-four dollars.") is None
+    assert pizza.lacking("Do you take cards?", "We take cash and all major cards.") is None

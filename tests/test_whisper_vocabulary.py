@@ -3,7 +3,7 @@
 The real tiny.en model on espeak speech. The vocabulary goes in as faster-whisper's ``hotwords``
 do (previous text before the transcript), which must not make Whisper say those words over
 silence or noise; what it buys in word errors over the FAQ suite is measured by
-``python -m agent bench --suite faq`` (README).
+``python -m agent bench --suite faq`` (docs/benchmarks.md).
 """
 
 import numpy as np

@@ -256,7 +256,8 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
         else:
             answer = await llm([system, {"role": "system", "content": facts.grounding(asked)}, user])
             brisk, path = checked_answer(facts.supports, asked, answer, unsupported_text=business.unknown_answer,
-                                         person_offer=business.person_offer, instead=facts.instead), "llm"
+                                         person_offer=business.person_offer, instead=facts.instead,
+                                         lacking=facts.lacking), "llm"
         for side, answer in (("stock", stock), ("brisk", brisk)):
             outcome = grade(q, answer, now=now, business=business)
             turns.append({"utterance": q.id, "side": side, "asked": asked, "bot_text": answer, "grade": outcome,
@@ -349,7 +350,7 @@ def _router(config, runtime=None):
 
 
 def format_faq(result: dict) -> str:
-    """The README table: per side, the grades and the latencies."""
+    """The results table (docs/benchmarks.md): per side, the grades and the latencies."""
     config = result.get("config")
     lines = [f"{config['business_name']}: {config['questions']} questions "
              f"({config['unknown_questions']} the file does not answer)", ""] if config else []

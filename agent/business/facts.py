@@ -33,7 +33,7 @@ from datetime import datetime
 
 from agent.business.meaning import NEAR_A_FACT, MeaningIndex
 from agent.business.model import WEEKDAYS, Business
-from agent.business.orders import order_total
+from agent.business.orders import Reckoned, order_total
 from agent.business.prompt import opening_hours, spoken_hours
 from agent.business.words import PRICE_WORDS, RECKONING, article, numbers_in, same_word, words
 from processors.turns.comparison_form import comparison_words
@@ -222,7 +222,7 @@ class FactIndex:
         """
         return _supports(self, question, answer)
 
-    def _reckoning(self, question: str) -> tuple[str, set[str]] | None:
+    def _reckoning(self, question: str) -> Reckoned | None:
         """What an order the question names comes to (agent/business/orders.py), or None."""
         return order_total(self.business.prices, question, self.meaning.item if self.meaning else None)
 
@@ -241,7 +241,7 @@ class FactIndex:
         caller heard "I don't know" about a fact the file holds (FAQ suite, text runs)."""
         reckoned = self.reckoning(question)
         if reckoned:
-            return reckoned[0]
+            return reckoned.sentence
         if said.strip():
             return None
         # Near in meaning only: a line that merely shares a word ("Bring a photo ID to rent a
@@ -252,6 +252,17 @@ class FactIndex:
             return None
         b = self.business
         return f"{b.unsure_preface} {line[:1].lower()}{line[1:]} {b.person_offer}"
+
+    def lacking(self, question: str, answer: str) -> str | None:
+        """What a whole ``answer`` to ``question`` lacks that the file gives: the order worked out,
+        when the answer never says its results (the total; for two compared, both and the gap). A 0.5B model
+        handed "2 city bike rentals for 3 days come to 120 dollars." answered "20 dollars a day,
+        three days." (embedded A/B): true, and no answer to what was asked. None otherwise."""
+        reckoned = self.reckoning(question)
+        # Read as an answer's numbers are read: "12.50" is 12 and 50.
+        if not reckoned or numbers_in(" ".join(reckoned.results)) <= numbers_in(answer):
+            return None
+        return reckoned.sentence
 
     def grounding(self, question: str) -> str:
         """The message the LLM reads just before the question: its facts, or that there are none.
@@ -264,7 +275,7 @@ class FactIndex:
             return NO_FACTS
         reckoned = self.reckoning(question)
         if reckoned:  # worked out here, first: the caller asked for it, and a small model gets sums wrong
-            lines.insert(0, reckoned[0])
+            lines.insert(0, reckoned.sentence)
         return " ".join(lines)
 
 
@@ -283,7 +294,7 @@ def vocabulary_of(business: Business) -> str:
     Phrased as speech, since Whisper reads it as text said before the call's words: "Questions
     to <name>, <kind> at <address>: opening hours, ..., <items>, <topics>." A business tunes
     its own in the file; the shipped one is the form that heard best over the FAQ questions,
-    the bench corpus and rental questions together (README, FAQ suite).
+    the bench corpus and rental questions together (docs/benchmarks.md, FAQ suite).
     """
     if business.stt_prompt:
         return business.stt_prompt
@@ -331,7 +342,7 @@ def worked_out_numbers(index: FactIndex, facts: list[str], question: str) -> set
     worked = set(given).union(*per_line) if per_line else set()
     reckoned = index.reckoning(question)
     if reckoned:  # three items or more, which the pairs below do not reach
-        worked |= {int(n) for n in reckoned[1] if n.isdigit()}
+        worked |= {int(n) for n in reckoned.numbers if n.isdigit()}
     for i, first in enumerate(per_line):
         for second in per_line[i + 1:]:
             worked |= {a + b for a in first for b in second} | {abs(a - b) for a in first for b in second}

@@ -19,7 +19,7 @@ one topic's few lines hold ("transfer", "street") brings that topic a little nea
 Why by meaning: matching words against examples answered the questions the file was tuned on and
 refused the same questions worded the way callers talk ("When do you shut on weekdays?", "What
 would a day on an e-bike set me back?"). The thresholds below were measured on the shipped
-bike shop's first 32 questions only (README, "Understanding any caller of any business"), then
+bike shop's first 32 questions only (docs/benchmarks.md, "Understanding any caller of any business"), then
 checked on businesses and questions written after them.
 """
 
@@ -48,7 +48,7 @@ LEAD = 0.04
 # the payment policy, "street" and the address), brings that topic this much closer, for at most
 # ``RARE_WORDS_COUNTED`` words: a rare shared word is evidence a small embedding model misses
 # ("Is it alright to do a bank transfer once you've finished?" lay 0.45 from the payment policy
-# and was refused). Measured over the four shipped businesses' FAQ questions (README).
+# and was refused). Measured over the four shipped businesses' FAQ questions (docs/benchmarks.md).
 RARE_WORD_BONUS = 0.03
 RARE_WORDS_COUNTED = 2
 # A priced item named in other words: its name this close to the turn ...

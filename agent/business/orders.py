@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from agent.business.meaning import plainly
 from agent.business.words import (PRICE_WORDS, RECKONING, article, asked_items, asks_to_reckon, item_words,
-                                  numbers_as_digits, same_word)
+                                  numbers_as_digits, numbers_in, same_word)
 from processors.turns.comparison_form import comparison_words
 
 # What a caller's order is made of: a priced item, how many, and (for a price per day or per
@@ -29,6 +30,17 @@ _COMPARING = frozenset({"cheaper", "dearer", "difference", "versus", "compared",
 _SUM_WORDS = PRICE_WORDS | RECKONING - {"more", "less", "extra", "than", "between", "both"}
 # A count said this far before the item's words is its count ("2 large pepperonis").
 _COUNT_REACH = 3
+_HEARD_TWO = frozenset({"to", "too"})
+
+
+class Reckoned(NamedTuple):
+    """An order worked out: the sentence, every number it says (counts and lengths too: an answer
+    may say them), and the ones that answer what was asked (the total; for two compared, both and
+    the difference)."""
+
+    sentence: str
+    numbers: set[str]
+    results: set[str]
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,16 @@ def _parts_of(text: str, items: list[str]) -> list[str]:
     return re.split("|".join([",", ";", *(rf"\b{w}\b" for w in _JOINERS if w not in kept)]), text)
 
 
+def _heard_two(words: list[str], plural: int, name: set[str]) -> bool:
+    """Whether the caller's "two" was written "to" right before the plural item ("rent to city
+    bikes", "too large cheese pizzas"), as Whisper does: only the item's own words between them,
+    as the name says them ("to rent city bikes" is renting, and says no count)."""
+    for at in range(max(0, plural - _COUNT_REACH), plural):
+        if words[at] in _HEARD_TWO and all(w in name for w in words[at + 1:plural]):
+            return True
+    return False
+
+
 def _count(word: str) -> int | None:
     return 1 if word in _ONE else int(word) if word.isdigit() else None
 
@@ -85,10 +107,14 @@ def _part_of(words: list[str], item: str, price: str) -> _Part | None:
     naming = [i for i, w in enumerate(words) if any(same_word(w, n) for n in item_words(item))]
     counted = next((i for at in naming for i in reversed(range(max(0, at - _COUNT_REACH), at))
                     if _count(words[i]) is not None), None)
+    name = item_words(item)
+    plural = next((i for i, w in enumerate(words) if w.endswith("s") and any(w != n and same_word(w, n) for n in name)), None)
     if counted is not None:
         count = _count(words[counted])
         used.add(counted)
-    elif any(w != n and w.endswith("s") and same_word(w, n) for w in words for n in item_words(item)):
+    elif plural is not None and _heard_two(words, plural, name):
+        count = 2
+    elif plural is not None:
         return None  # "pepperonis" and no count: how many is not said
     else:
         count = 1
@@ -104,8 +130,8 @@ def _part_of(words: list[str], item: str, price: str) -> _Part | None:
     return _Part(item, count, amount, currency, unit, units)
 
 
-def _worked_out(parts: list[_Part], comparing: bool) -> tuple[str, set[str]]:
-    """The sentence that says what ``parts`` come to (or, ``comparing`` two, each and the gap), and its numbers."""
+def _worked_out(parts: list[_Part], comparing: bool) -> Reckoned:
+    """What ``parts`` come to (or, ``comparing`` two, each and the gap)."""
     currency = parts[0].currency
     per = next((f" {article(p.unit)} {p.unit}" for p in parts if p.unit and not p.units), "")
     costs = [p.cost for p in parts]
@@ -117,12 +143,12 @@ def _worked_out(parts: list[_Part], comparing: bool) -> tuple[str, set[str]]:
         if gap:
             cheaper = min(parts, key=lambda p: p.cost)
             sentence += f", so {cheaper.said()} is {_money(gap, currency)} less"
-        return sentence + ".", {_number(c) for c in [*costs, gap]}
+        return Reckoned(sentence + ".", numbers_in(sentence), {_number(c) for c in [*costs, gap] if c})
     said = [p.said() for p in parts]
     listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + f" and {said[-1]}"
     verb = "comes" if len(parts) == 1 and parts[0].count == 1 else "come"
-    return (f"{listed[:1].upper()}{listed[1:]} {verb} to {_money(sum(costs), currency)}{per}.",
-            {_number(c) for c in [*costs, sum(costs)]})
+    sentence = f"{listed[:1].upper()}{listed[1:]} {verb} to {_money(sum(costs), currency)}{per}."
+    return Reckoned(sentence, numbers_in(sentence), {_number(sum(costs))})
 
 
 def _plural(item: str) -> str:
@@ -145,7 +171,7 @@ def _money(amount: float, currency: str) -> str:
 
 
 def order_total(prices: dict[str, str], question: str,
-                item_by_meaning: Callable[[str], str | None] | None = None) -> tuple[str, set[str]] | None:
+                item_by_meaning: Callable[[str], str | None] | None = None) -> Reckoned | None:
     """What the order in ``question`` comes to, as a sentence the answer may repeat, and its
     numbers; None when the question names no order to work out, or one this cannot parse.
 

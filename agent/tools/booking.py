@@ -8,7 +8,7 @@ answered ("two city bikes for Saturday") is skipped; ``confirm_booking`` writes 
 the shop's store.
 
 A capable LLM calls these functions itself. The embedded 0.5B model does not call tools
-reliably (README Tools), so ``RentalBooking.route`` reads each answer from the caller's words
+reliably (docs/benchmarks.md, the agent acting), so ``RentalBooking.route`` reads each answer from the caller's words
 (agent/tools/words.py) and the fast path runs the step's function through pipecat's function
 calling (frames/tools.py): the same handlers, transitions and context either way.
 
