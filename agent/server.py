@@ -4,7 +4,7 @@
     POST /api/session, POST /api/offer, PATCH /api/offer    browser calls (agent/transports/webrtc.py)
     GET  /healthz     {"ready"}; 200 only when models and LLM are ready; per-component details
                       for the operator (BRISK_OPERATOR_KEY, or this machine when none is set)
-    GET  /metrics     Prometheus metrics (agent/metrics.py)
+    GET  /metrics     Prometheus metrics (agent/metrics.py); the operator's only, like /healthz's details
     POST /twilio/voice, WS /ws/twilio    phone calls (agent/transports/twilio.py)
     GET  /api/livekit/token              a caller's LiveKit room token (agent/transports/livekit.py)
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from importlib import resources
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
@@ -23,7 +23,7 @@ from agent.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.pipeline import Flavor
-from agent.records.api import operator_check, records_router
+from agent.records.api import operator_check, operator_only, records_router
 from agent.runtime import Runtime
 from agent.security.access import Access
 from agent.security.ice_servers import page_ice_servers
@@ -107,7 +107,8 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         return JSONResponse(body, status_code=200 if ready else 503)
 
     app.include_router(webrtc.router)
-    app.include_router(metrics.router)
+    # What the calls do is the operator's to see, like their records (Prometheus sends the key).
+    app.include_router(metrics.router, dependencies=[Depends(operator_only(config.operator_key))])
     app.include_router(phone.router)
     app.include_router(
         token_router(

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(
 
 
 # The secrets a deployment must choose: the file has no defaults for them.
-SECRETS = {"LIVEKIT_API_KEY": "lk-key", "LIVEKIT_API_SECRET": "lk-secret", "BRISK_API_KEY": "api-key"}
+SECRETS = {"LIVEKIT_API_KEY": "lk-key", "LIVEKIT_API_SECRET": "lk-secret", "BRISK_API_KEY": "api-key",
+           "BRISK_OPERATOR_KEY": "operator-key"}
 
 
 def compose(*args: str, env: dict[str, str] | None = None, secrets: bool = True) -> subprocess.CompletedProcess:
@@ -150,3 +151,18 @@ def test_prometheus_scrapes_every_worker_and_the_server_where_they_serve_metrics
     server = jobs["brisk-server"]
     assert server["static_configs"][0]["targets"] == [f"server:{int(services['server']['environment']['BRISK_PORT'])}"]
     assert f"{REPO}/deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in services["prometheus"]["volumes"]
+
+
+def test_prometheus_scrapes_with_the_operator_key_that_metrics_require():
+    services = resolved()["services"]
+    prometheus = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
+    files = {job["authorization"]["credentials_file"] for job in prometheus["scrape_configs"]
+             if job["authorization"]["type"] == "Bearer"}
+    assert len(files) == 1 and len(prometheus["scrape_configs"]) == 2
+    service = services["prometheus"]
+    assert service["environment"]["BRISK_OPERATOR_KEY"] == SECRETS["BRISK_OPERATOR_KEY"]
+    start = " ".join(service["entrypoint"])
+    # The key is written where the scrape reads it, then Prometheus runs with the mounted config.
+    assert f'BRISK_OPERATOR_KEY" > {files.pop()}' in start and "--config.file=/etc/prometheus/prometheus.yml" in start
+    for name in ("agent", "server"):
+        assert services[name]["environment"]["BRISK_OPERATOR_KEY"] == SECRETS["BRISK_OPERATOR_KEY"]

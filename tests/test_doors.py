@@ -202,6 +202,23 @@ async def test_public_healthz_says_ready_or_not_and_the_details_are_the_operator
     assert "components" in operator.json()
 
 
+async def test_metrics_off_this_machine_answer_only_the_operator_key():
+    async with client(deployment()) as http:
+        nobody = await http.get("/metrics")
+        caller = await http.get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+        operator = await http.get("/metrics", headers={"Authorization": "Bearer operator-key"})
+    assert (nobody.status_code, caller.status_code, operator.status_code) == (401, 401, 200)
+    assert "brisk_" in operator.text and "brisk_" not in nobody.text
+
+
+async def test_with_no_operator_key_metrics_are_this_machines_only():
+    config = deployment(operator_key=None)
+    async with client(config) as http:
+        assert (await http.get("/metrics")).status_code == 401
+    async with client(config, address="127.0.0.1") as http:
+        assert (await http.get("/metrics")).status_code == 200
+
+
 _text = st.text(max_size=200)
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _text,
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
@@ -211,7 +228,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(method_path=st.sampled_from([("POST", "/api/offer"), ("PATCH", "/api/offer"), ("POST", "/api/session"),
                                     ("GET", "/api/livekit/token"), ("POST", "/twilio/voice"), ("GET", "/api/calls"),
-                                    ("GET", "/healthz")]),
+                                    ("GET", "/healthz"), ("GET", "/metrics")]),
        body=st.one_of(_json.map(lambda v: ("json", v)), st.binary(max_size=300).map(lambda b: ("raw", b))),
        headers=st.dictionaries(st.sampled_from(["Authorization", "Origin", "X-Brisk-Call-Token", "Content-Type"]),
                                st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=60),

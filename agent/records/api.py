@@ -46,7 +46,7 @@ def operator_only(operator_key: str | None):
         if is_operator(request):
             return
         if operator_key is None:
-            raise HTTPException(401, "call records are only served to this machine unless BRISK_OPERATOR_KEY is set")
+            raise HTTPException(401, "this is only served to this machine unless BRISK_OPERATOR_KEY is set")
         raise HTTPException(401, "send the operator key: Authorization: Bearer <BRISK_OPERATOR_KEY>",
                             headers={"WWW-Authenticate": "Bearer"})
 

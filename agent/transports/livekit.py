@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import uvicorn
-from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from livekit import api
 from loguru import logger
@@ -50,7 +50,7 @@ from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
 from agent.call_control import CallControl
 from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
-from agent.records.api import operator_check
+from agent.records.api import operator_check, operator_only
 from agent.runtime import Runtime
 from agent.security.access import Access
 from processors.openai_llm import make_openai_client
@@ -459,7 +459,7 @@ def worker_app(runtime: Runtime, worker: LiveKitWorker, metrics: BriskMetrics) -
     """The worker's own HTTP endpoints: ``/healthz`` and ``/metrics``."""
     # No HTTP spans: this app only answers health checks and scrapes.
     app = FastAPI(title="Brisk LiveKit worker", telemetry={"tracing": False})
-    app.include_router(metrics.router)
+    app.include_router(metrics.router, dependencies=[Depends(operator_only(runtime.config.operator_key))])
 
     is_operator = operator_check(runtime.config.operator_key)
 
