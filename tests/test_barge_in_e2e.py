@@ -156,7 +156,7 @@ async def test_talking_over_a_long_answer_stops_the_bot_at_once_and_none_of_it_c
     print(f"\nbarge-in over WebRTC: {measured}")
 
     # The call's record keeps the cut answer as the caller heard it, not as it was written.
-    record = await closed_record(served, caller.pc_id)
+    record = await closed_record(served, caller.call_id)
     cut_turns = [t for t in record["turns"] if t["interrupted"] and t["bot_text"]]
     assert [t["bot_text"] for t in cut_turns] == [cut.spoken_text]
     assert any("cheaper" in t["user_text"].lower() and not t["interrupted"] for t in record["turns"])

@@ -75,7 +75,7 @@ async def test_kill_9_mid_call_leaves_the_call_failed_with_every_completed_turn(
         mic = ScriptedMicrophone(first.sample_rate)
         try:
             await caller.connect(mic)
-            call_id = caller.pc_id
+            call_id = caller.call_id
             mic.say(first.samples)
             await until(lambda: turns_recorded(base_url, call_id, 1), 60, "the first turn's record")
             mic.say(second.samples)

@@ -2,7 +2,7 @@
 closed to anyone without the operator key, and real calls appearing in it."""
 
 import asyncio
-from urllib.parse import quote
+import re
 
 import httpx
 import pytest
@@ -98,8 +98,10 @@ async def test_two_calls_at_once_are_recorded_with_their_turns_and_read_back_thr
         await calls_ended(app)
         async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": "Bearer ops-key"}) as http:
             listed = (await http.get("/api/calls")).json()["calls"]
-            # WebRTC call ids are pipecat's ("SmallWebRTCConnection#0-..."): quoted in a URL.
-            details = [(await http.get(f"/api/calls/{quote(c['id'], safe='')}")).json() for c in listed]
+            # A call id goes into a URL as it is: no quoting.
+            assert all(re.fullmatch(r"[A-Za-z0-9_-]+", c["id"]) for c in listed)
+            assert {c["id"] for c in listed} == {r.caller.call_id for r in results}
+            details = [(await http.get(f"/api/calls/{c['id']}")).json() for c in listed]
             refused = (await httpx.AsyncClient(base_url=base_url).get("/api/calls")).status_code
 
     assert refused == 401

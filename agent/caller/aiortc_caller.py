@@ -104,6 +104,7 @@ class WebRTCCaller:
     received: list[ReceivedAudio] = field(default_factory=list)
     messages: list[tuple[float, dict]] = field(default_factory=list)
     pc_id: str | None = None
+    call_id: str | None = None  # the call's record: /api/calls/{call_id}
 
     async def connect(self, mic: WavMicrophone, timeout: float = 30.0) -> None:
         self.mic = mic
@@ -152,6 +153,7 @@ class WebRTCCaller:
             r.raise_for_status()
             answer = r.json()
         self.pc_id = answer["pc_id"]
+        self.call_id = answer.get("call_id")
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
         await asyncio.wait_for(self.connected.wait(), timeout)
 

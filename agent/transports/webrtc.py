@@ -1,7 +1,8 @@
 """Browser calls over WebRTC: SmallWebRTC signalling and one pipeline per peer.
 
     POST  /api/session {} -> {"token", "expires_in", "ice_servers"}          (the page, first)
-    POST  /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id"}   (starts a call)
+    POST  /api/offer   {"sdp", "type": "offer"} -> {"sdp", "type", "pc_id", "call_id"}   (starts a call;
+                       call_id names its record, /api/calls/{call_id})
     PATCH /api/offer   {"pc_id", "candidates": [...]}                          (trickle ICE)
 
 Every route is rate-limited per client address and Origin-checked, and its body is capped
@@ -51,6 +52,12 @@ SESSION_PATH = "/api/session"
 SESSION_MAX_BYTES = 1024  # the page posts nothing that matters
 # A busy caller's page may try again after this long.
 RETRY_AFTER_S = 5
+
+
+def call_id_of(pc_id: str) -> str:
+    """The call's id in its record and in ``/api/calls/{id}``: pipecat's peer connection id
+    ("SmallWebRTCConnection#0-<hex>") holds a '#', which a URL path would have to quote."""
+    return f"webrtc-{pc_id.rsplit('-', 1)[-1]}"
 
 
 def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
@@ -130,11 +137,11 @@ class CallManager:
         hand_on_input_audio_sooner(connection, self.runtime.config.webrtc_input_prefetch_packets)
         transport = webrtc_transport(connection)
         pc_id = connection.pc_id
-        control = BrowserCallControl(pc_id)
+        control = BrowserCallControl(call_id_of(pc_id))
         call = build_call(self.runtime.resources, transport, flavor=self.flavor, control=control)
         control.worker = call.worker
         if ticket is not None:
-            ticket.call_id = pc_id
+            ticket.call_id = control.call_id
             ticket.claim()
         self.calls[pc_id] = call
         for listener in self.listeners:
@@ -285,6 +292,8 @@ class WebRTCSignalling:
         finally:
             if ticket is not None and ticket.call_id == "":
                 ticket.release()  # no call was started with it
+        if isinstance(answer, dict) and answer.get("pc_id"):
+            answer["call_id"] = call_id_of(answer["pc_id"])  # its record's id: /api/calls/{call_id}
         return answer
 
     async def ice_candidate(self, request: Request):
