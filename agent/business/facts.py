@@ -230,11 +230,12 @@ class FactIndex:
         """What to say in place of an answer to ``question`` the check refused or the model gave
         up on, when the file has something better than "I don't know". The order worked out
         (the caller asked for a sum, and the file's prices give it), after whatever was ``said``
-        already; else, when nothing was said, the first line of the question's facts, said as
-        what it is with a person offered ("I'm not sure that's what you're asking, but all our
-        work is guaranteed for 12 months ..."), as the fast path says a fact it is not sure was
-        asked. Never a price (another item's price said to "How much is a helmet?" sounds like
-        its price). None when there is neither: then the don't-know line is right.
+        already; else, when nothing was said, the fact line nearest the question in meaning (at
+        least ``NEAR_A_FACT``), said as what it is with a person offered ("I'm not sure that's
+        what you're asking, but all our work is guaranteed for 12 months ..."), as the fast path
+        says a fact it is not sure was asked. Never a price (another item's price said to "How
+        much is a helmet?" sounds like its price). None when there is neither: then the
+        don't-know line is right.
 
         Why: a 0.5B model handed the right line often answers beside it ("If the leak comes
         back, do I pay again?" got the gas emergency line, "Yes, we are covered."), and the
@@ -248,10 +249,7 @@ class FactIndex:
         # bike." to "Can I bring my dog into the shop?") is no better than "I don't know".
         line = next((line for _, topic, line in self.meaning.fact_lines(question, floor=NEAR_A_FACT)
                      if topic != "prices"), None) if self.meaning else None
-        if line is None:
-            return None
-        b = self.business
-        return f"{b.unsure_preface} {line[:1].lower()}{line[1:]} {b.person_offer}"
+        return self.business.unsure(line) if line else None
 
     def lacking(self, question: str, answer: str) -> str | None:
         """What a whole ``answer`` to ``question`` lacks that the file gives: the order worked out,

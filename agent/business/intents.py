@@ -342,8 +342,7 @@ class IntentMatcher:
 
     def _hedged(self, name: str, answer: str) -> FastAnswer:
         """``answer`` said as the nearest thing the file says, with a person (intent "unsure:<name>")."""
-        return FastAnswer(f"unsure:{name}", f"{self.business.unsure_preface} {answer[:1].lower()}{answer[1:]} "
-                                            f"{self.business.person_offer}")
+        return FastAnswer(f"unsure:{name}", self.business.unsure(answer))
 
     def _not_in_the_file(self, text: str) -> bool:
         """Whether ``text``, which no intent matches, asks about something the file does not hold.

@@ -184,6 +184,11 @@ class Business(BaseModel):
         offers = [s for s in re.findall(r"[^.!?]+[.!?]*", self.unknown_answer) if "person" in s.lower()]
         return " ".join(s.strip() for s in offers) or self.offer_person
 
+    def unsure(self, said: str) -> str:
+        """``said`` as the nearest thing the file says, not as the answer, with a person offered
+        ("I'm not sure that's what you're asking, but we don't take cash. Would you like ...?")."""
+        return f"{self.unsure_preface} {said[:1].lower()}{said[1:]} {self.person_offer}"
+
 
 def default_business_path() -> Path:
     """The example shipped with Brisk."""
