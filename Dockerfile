@@ -17,7 +17,7 @@ ENV PYTHONUNBUFFERED=1 \
     BRISK_PORT=7860
 
 # Portable llama.cpp build: no -march=native (the image runs on other CPUs than the builder's),
-# and no AMX, which faults inside some VMs (agent/llama_build.py).
+# and no AMX, which faults inside some VMs (agent/runtime/llama_build.py).
 ENV BRISK_LLAMA_CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
     BRISK_LLAMA_SERVER_DIR=/opt/brisk/llama-server
 

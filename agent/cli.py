@@ -49,7 +49,7 @@ def cmd_serve(args) -> int:
 
 # A recorded caller or a benchmark speaks from the first second, and stock pipecat has no
 # greeting to compare with: unless the environment says otherwise, neither greets nor asks
-# "Are you still there?" (the server does both, agent/conversation.py).
+# "Are you still there?" (the server does both, agent/call/conversation.py).
 _SCRIPTED_CALLER = {"BRISK_GREET_FIRST": "false", "BRISK_USER_IDLE_SECS": "0"}
 
 
@@ -80,7 +80,7 @@ def cmd_call(args) -> int:
 
 
 def cmd_prepare_models(args) -> int:
-    from agent import models
+    from agent.runtime import models
 
     config = load_config()
     _setup_logging(config.log_level)
@@ -89,7 +89,7 @@ def cmd_prepare_models(args) -> int:
 
 
 def cmd_prepare_llm_server(args) -> int:
-    from agent import llama_build
+    from agent.runtime import llama_build
 
     config = load_config()
     _setup_logging(config.log_level)
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.set_defaults(func=cmd_prepare_models)
 
     llm_build = sub.add_parser(
-        "prepare-llm-server", help="build llama.cpp's llama-server once from the pinned sdist (see agent/llama_build.py)"
+        "prepare-llm-server", help="build llama.cpp's llama-server once from the pinned sdist (see agent/runtime/llama_build.py)"
     )
     llm_build.set_defaults(func=cmd_prepare_llm_server)
 

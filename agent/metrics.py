@@ -2,7 +2,7 @@
 
     GET /metrics   Prometheus text format (``BriskMetrics.router``)
 
-Everything is fed from what ``processors.latency.LatencyObserver`` already measures, so
+Everything is fed from what ``processors.observers.latency.LatencyObserver`` already measures, so
 nothing here runs per frame:
 
 - each closed turn record (a turn listener) -> the voice-to-voice and per-stage histograms,
@@ -46,8 +46,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from agent.pipeline import Call
-from processors.latency import STAGES
+from agent.call.pipeline import Call
+from processors.observers.latency import STAGES
 
 V2V_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0)
 STAGE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

@@ -19,12 +19,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
 
-from agent.admission import CallAdmission
+from agent.call.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.pipeline import Flavor
+from agent.call.pipeline import Flavor
 from agent.records.api import operator_check, operator_only, records_router
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.security.access import Access
 from agent.security.ice_servers import page_ice_servers
 from agent.transports.livekit import token_router

@@ -144,7 +144,7 @@ class UserTurnContinuedFrame(SystemFrame):
     turns are one, and the LLM is asked the whole of it once.
 
     pipecat ends a user turn and starts the next; it has no frame for "this turn continues the
-    last one". Pushed downstream by ``processors/turn_continuation.py`` with the context frame of
+    last one". Pushed downstream by ``processors/turns/turn_continuation.py`` with the context frame of
     the merged turn; the latency observer marks that turn ``merged``.
 
     Parameters:

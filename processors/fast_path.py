@@ -21,7 +21,7 @@ so a confirmed answer's audio is ready as a speculative LLM draft's is. The
 confirmation is a system frame and can overtake the draft's context on its way here; a draft
 that arrives after its turn ended is spoken at once, as pipecat's ``SpeculationGate`` does.
 The cancel that withdraws a draft can overtake it too: a draft made before a cancel already
-seen is dropped unanswered (processors/withdrawn_drafts.py).
+seen is dropped unanswered (processors/speculation/withdrawn_drafts.py).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.tools import RunFunctionCallFrame
 from frames.turn import FAST_PATH
-from processors.speculative_tts import SpeculativeAudioCache
-from processors.withdrawn_drafts import WithdrawnDrafts
+from processors.speculation.speculative_tts import SpeculativeAudioCache
+from processors.speculation.withdrawn_drafts import WithdrawnDrafts
 
 
 @dataclass(frozen=True)

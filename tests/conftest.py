@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from agent.caller.call import running_server
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from tests.postgres import PG_BIN, Cluster
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"

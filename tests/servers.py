@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 
 
 @asynccontextmanager

@@ -20,8 +20,8 @@ from pipecat.tests.utils import run_test
 from agent.business.facts import FactIndex
 from agent.business.model import load_business
 from frames.turn import FAST_PATH
-from processors.answer_check import AnswerCheckMixin, checked_answer
-from processors.fact_grounding import FactGrounding
+from processors.llm.answer_check import AnswerCheckMixin, checked_answer
+from processors.llm.fact_grounding import FactGrounding
 from tests.fakes.scripted_llm_service import ScriptedLLMService
 
 BUSINESS = load_business()

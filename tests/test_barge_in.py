@@ -1,4 +1,4 @@
-"""Barge-in (processors/barge_in.py): the interruption policy, stale bot turns, the spoken context.
+"""Barge-in (processors/barge_in/barge_in.py): the interruption policy, stale bot turns, the spoken context.
 
 The policy is tested inside pipecat's real user aggregator. The call-level tests run a real
 pipeline: user aggregator -> Brisk's OpenAI LLM service over real HTTP to the scripted LLM
@@ -48,9 +48,9 @@ from pipecat.workers.runner import WorkerRunner
 from agent.caller.loopback import serve_app
 from agent.bench.scripted_llm import ScriptedLLM
 from frames.turn import TURN_ID
-from processors.barge_in import BargeIn
-from processors.turns.barge_in_policy import BargeInPolicy
-from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.barge_in.barge_in import BargeIn
+from processors.barge_in.barge_in_policy import BargeInPolicy
+from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
 from tests.fakes.delay_processor import InstantOutputTransport
 from tests.fakes.in_flight_chunk import InFlightChunk
 from tests.fakes.paced_output import SAMPLE_RATE, PacedOutputTransport, ToneTTSService
@@ -346,7 +346,7 @@ async def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
 
 @asynccontextmanager
 async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30.0):
-    """A running pipeline wired as agent/pipeline.py wires barge-in, on the scripted LLM."""
+    """A running pipeline wired as agent/call/pipeline.py wires barge-in, on the scripted LLM."""
     llm = ScriptedLLM(ttft_s=0.05, tokens_per_s=tokens_per_s, answer_for=answer_for)
     async with serve_app(llm.app()) as url:
         client = make_openai_client(base_url=f"{url}/v1", api_key=None, connect_timeout=2, total_timeout=30)

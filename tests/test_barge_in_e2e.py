@@ -18,10 +18,10 @@ import pytest_asyncio
 from agent.caller.call import running_server
 from agent.config import load_config
 from agent.caller.loopback import serve_app
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.bench.scripted_llm import ScriptedLLM
 from agent.caller.aiortc_caller import AUDIBLE_RMS, WebRTCCaller
-from processors.barge_in import BargeIn
+from processors.barge_in.barge_in import BargeIn
 from tests.fakes.scripted_microphone import ScriptedMicrophone
 from tests.speech import synthesize_speech
 

@@ -36,7 +36,7 @@ from agent.bench.meters import (
 from agent.bench.report import WAYPOINTS, summarize_side
 from agent.bench.stats import bootstrap_ratio, percentiles, word_error_rate
 from agent.caller.aiortc_caller import ReceivedAudio
-from processors.speculation_stats import DraftOutcome, SpeculationStats, merge_reports
+from processors.speculation.speculation_stats import DraftOutcome, SpeculationStats, merge_reports
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -219,10 +219,10 @@ def counted_turn(**counters) -> dict:
 
 
 @pytest.mark.parametrize("key, calls, total", [
-    ("tts_prefetch",  # the held drafts' first chunks synthesised ahead (processors/speculative_tts.py)
+    ("tts_prefetch",  # the held drafts' first chunks synthesised ahead (processors/speculation/speculative_tts.py)
      [{"started": 1, "used": 1, "discarded": 0, "missed": 0}, {"started": 2, "used": 0, "discarded": 2, "missed": 0}],
      {"started": 3, "used": 1, "discarded": 2, "missed": 0}),
-    ("facts_prefill",  # the facts read during speech (processors/facts_prefill.py)
+    ("facts_prefill",  # the facts read during speech (processors/llm/facts_prefill.py)
      [{"prefills": 2, "skipped": 1, "failures": 0, "prefill_s": 0.75}, {"prefills": 1, "skipped": 0, "failures": 1, "prefill_s": 0.25}],
      {"prefills": 3, "skipped": 1, "failures": 1, "prefill_s": 1.0}),
 ])
@@ -503,7 +503,7 @@ def test_the_cpu_time_of_another_process_is_read_while_it_lives():
 
 def test_each_interruption_is_put_down_to_the_utterance_said_last_before_its_decision():
     from agent.bench.barge_in import Spoken, measure
-    from processors.playback_tracker import BotTurn, Interruption
+    from processors.barge_in.playback_tracker import BotTurn, Interruption
 
     said = [Spoken("question", "q", 0.0, 1.0), Spoken("interjection", "wait", 10.0, 10.8),
             Spoken("backchannel", "uh huh", 20.0, 20.4), Spoken("interjection", "stop", 22.0, 22.6)]
@@ -540,7 +540,7 @@ async def test_each_sides_calls_run_under_its_own_blas_thread_count(monkeypatch)
     from threadpoolctl import threadpool_limits
 
     import agent.bench.calls as calls
-    from agent.runtime import blas_threads
+    from agent.runtime.runtime import blas_threads
 
     seen = {}
 

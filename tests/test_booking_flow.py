@@ -16,7 +16,7 @@ from pipecat.processors.aggregators.llm_response_universal import LLMContextAggr
 from pipecat.workers.runner import WorkerRunner
 
 from agent.business.model import load_business
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools
 from tests.fakes.delay_processor import DelayProcessor

@@ -15,7 +15,7 @@ from loguru import logger
 
 from agent.caller.call import place_call, report
 from agent.caller.aiortc_caller import WebRTCCaller
-from processors.latency import STAGES
+from processors.observers.latency import STAGES
 from tests.speech import normalize_text, synthesize_speech
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]

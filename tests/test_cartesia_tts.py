@@ -17,7 +17,7 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.services.cartesia.tts import CartesiaTTSService
 from pipecat.tests.utils import run_test
-from processors.sentence_chunker import SentenceChunker
+from processors.tts.sentence_chunker import SentenceChunker
 from tests.fakes.cartesia_server import CartesiaStandIn
 from tests.test_sentence_chunker import (
     ANSWER,

@@ -88,7 +88,7 @@ def test_numpy_blas_runs_on_the_configured_thread_count_once_the_runtime_limits_
     import numpy as np
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from agent.runtime import limit_blas_threads
+    from agent.runtime.runtime import limit_blas_threads
 
     assert load_config().blas_threads == 1
     before = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}

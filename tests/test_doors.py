@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from livekit import api
 
 from agent.config import ConfigError, load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.server import create_app
 from agent.transports.twilio import stream_token, stream_token_valid
 

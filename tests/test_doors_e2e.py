@@ -14,7 +14,7 @@ from agent.bench.scripted_llm import ScriptedLLM
 from agent.caller.call import place_call, running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from tests.speech import synthesize_speech
 
 pytestmark = [pytest.mark.e2e]

@@ -1,4 +1,4 @@
-"""processors/facts_prefill.py: a question's facts reach the LLM server's cache while it is asked.
+"""processors/llm/facts_prefill.py: a question's facts reach the LLM server's cache while it is asked.
 
 Real pipecat pipelines (facts prefill -> context window -> fact grounding -> the OpenAI LLM
 service) against the scripted OpenAI-compatible server on loopback, which records every request.
@@ -21,11 +21,11 @@ from agent.business.facts import FactIndex
 from agent.business.model import load_business
 from agent.caller.loopback import serve_app
 from frames.transcription import PartialTranscriptionFrame
-from processors.context_window import ContextWindow
-from processors.fact_grounding import FactGrounding
-from processors.facts_prefill import FactsPrefill
-from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
-from processors.prompt_cache import PromptCache
+from processors.llm.context_window import ContextWindow
+from processors.llm.fact_grounding import FactGrounding
+from processors.llm.facts_prefill import FactsPrefill
+from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.llm.prompt_cache import PromptCache
 
 pytestmark = pytest.mark.asyncio
 
@@ -45,7 +45,7 @@ async def scripted(server: ScriptedLLM):
 
 
 def call_pipeline(client, context: LLMContext) -> tuple[FactsPrefill, Pipeline]:
-    """One call's prompt path, wired the way agent/pipeline.py wires it."""
+    """One call's prompt path, wired the way agent/call/pipeline.py wires it."""
     window = ContextWindow()
     prefill = FactsPrefill(cache=PromptCache(client=client, model="scripted", system_prompt=SYSTEM_PROMPT),
                            context=context, grounding_for=FACTS.grounding,

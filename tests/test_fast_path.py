@@ -24,7 +24,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
 from processors.fast_path import FastAnswer, FastPathResponder
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.speculation.speculative_tts import SpeculativeAudioCache
 
 LONDON = ZoneInfo("Europe/London")
 TUESDAY_MORNING = datetime(2026, 12, 1, 10, 30, tzinfo=LONDON)

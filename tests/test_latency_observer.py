@@ -30,7 +30,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.services.tts_service import TextAggregationMode
 from frames.turn import FAST_PATH
-from processors.latency import STAGES, LatencyObserver
+from processors.observers.latency import STAGES, LatencyObserver
 from tests.fakes.delay_processor import (
     DelayedEmitProcessor,
     DelayedLLMService,

@@ -137,5 +137,5 @@ def test_the_wheel_carries_the_browser_client(tmp_path):
     [wheel] = tmp_path.glob("brisk_voice-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"web/index.html", "web/app.js", "web/style.css"} <= names
-    assert "agent/transports/webrtc.py" in names and "processors/turns/barge_in_policy.py" in names
+    assert "agent/transports/webrtc.py" in names and "processors/barge_in/barge_in_policy.py" in names
     assert "agent/business/harbor_lane_bikes.yaml" in names

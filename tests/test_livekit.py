@@ -33,8 +33,8 @@ from openai import AsyncOpenAI
 from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.metrics import BriskMetrics
-from agent.pipeline import Resources
-from agent.runtime import Runtime
+from agent.call.pipeline import Resources
+from agent.runtime.runtime import Runtime
 from agent.transports import livekit as livekit_module
 from agent.transports.livekit import (
     LiveKitWorker,

@@ -13,9 +13,9 @@ import openai
 import pytest
 
 from agent.config import load_config
-from agent.llama_build import find_binary
-from agent.llm_server import LLMServerError, LocalLLMServer
-from agent.models import llm_model_path
+from agent.runtime.llama_build import find_binary
+from agent.runtime.llm_server import LLMServerError, LocalLLMServer
+from agent.runtime.models import llm_model_path
 
 BINARY = find_binary(load_config().llama_server_dir, load_config().llama_cpu_flags)
 
@@ -213,8 +213,8 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path):
     script = textwrap.dedent(
         f"""
         import asyncio
-        from agent.llm_server import LocalLLMServer
-        from agent.models import llm_model_path
+        from agent.runtime.llm_server import LocalLLMServer
+        from agent.runtime.models import llm_model_path
 
         async def main():
             server = LocalLLMServer(
@@ -258,7 +258,7 @@ def test_logs_of_finished_runs_are_pruned_to_the_newest_few_and_a_running_agents
     import os
     import time
 
-    from agent.llm_server import prune_logs
+    from agent.runtime.llm_server import prune_logs
 
     running = tmp_path / f"llama-server-qwen-0.5b-{os.getpid()}.log"
     running.write_text("this agent")

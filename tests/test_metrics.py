@@ -36,8 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.caller.loopback import serve_app
 from agent.metrics import BriskMetrics, component_name, setup_tracing
-from agent.pipeline import Call
-from processors.latency import STAGES, LatencyObserver
+from agent.call.pipeline import Call
+from processors.observers.latency import STAGES, LatencyObserver
 from tests.fakes.delay_processor import (
     DelayedLLMService,
     DelayedSTTService,

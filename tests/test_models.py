@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import models
-from agent.models import JoinedFile, ModelError, ModelNotInstalled, PackagedFile
+from agent.runtime import models
+from agent.runtime.models import JoinedFile, ModelError, ModelNotInstalled, PackagedFile
 
 PART_CONTENTS = [b"GGUF first part ", b"second part ", b"", b"last part"]
 

@@ -11,8 +11,8 @@ import pytest
 from pipecat.frames.frames import InterruptionFrame, TTSAudioRawFrame, TTSSpeakFrame
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.hibari_tts import HibariTTSService, load_voice
-from processors.phrase_cache import PhraseCache
+from processors.tts.hibari_tts import HibariTTSService, load_voice
+from processors.tts.phrase_cache import PhraseCache
 from tests.fakes.hibari_voices import GatedVoice
 
 ANSWER = "I'm sorry, I don't know that. Would you like me to put you through to a person?"

@@ -1,4 +1,4 @@
-"""agent/pipeline.py chooses and wires the processors: Brisk's pipeline and the stock baseline."""
+"""agent/call/pipeline.py chooses and wires the processors: Brisk's pipeline and the stock baseline."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -13,19 +13,19 @@ from pipecat.transports.base_transport import TransportParams
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 
 from agent.config import load_config
-from agent.pipeline import Resources, build_call, livekit_transport
-from agent.turn_taking import make_turn_strategies
-from processors.context_window import ContextWindow
-from processors.espeak_tts import EspeakTTSService
-from processors.facts_prefill import FactsPrefill
-from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
-from processors.prefix_warmer import PrefixWarmer
-from processors.draft_accounting import DraftAccountingMixin
-from processors.segmented_whisper import PreloadedWhisperSTTService
-from processors.turn_continuation import TurnContinuation
+from agent.call.pipeline import Resources, build_call, livekit_transport
+from agent.call.turn_taking import make_turn_strategies
+from processors.llm.context_window import ContextWindow
+from processors.tts.espeak_tts import EspeakTTSService
+from processors.llm.facts_prefill import FactsPrefill
+from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.llm.prefix_warmer import PrefixWarmer
+from processors.speculation.draft_accounting import DraftAccountingMixin
+from processors.stt.segmented_whisper import PreloadedWhisperSTTService
+from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 
 

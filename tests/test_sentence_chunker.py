@@ -22,8 +22,8 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_text_processor import LLMTextProcessor
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
-from processors.hibari_tts import HibariTTSService, load_voice
-from processors.sentence_chunker import SentenceChunker, SentenceFirstAggregator, SentenceFirstConfig
+from processors.tts.hibari_tts import HibariTTSService, load_voice
+from processors.tts.sentence_chunker import SentenceChunker, SentenceFirstAggregator, SentenceFirstConfig
 
 # -- streaming like an LLM ----------------------------------------------------------------------
 

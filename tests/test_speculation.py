@@ -44,14 +44,14 @@ from pipecat.workers.runner import WorkerRunner
 from agent.caller.loopback import serve_app
 from agent.bench.scripted_llm import ScriptedLLM
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.context_window import ContextWindow, normalize_history_text, window_turns
-from processors.openai_llm import ResilientOpenAILLMService, make_openai_client
-from processors.prefix_warmer import PrefixWarmer
-from processors.draft_accounting import DraftAccountingMixin
-from processors.speculation_stats import Draft, DraftOutcome, SpeculationStats, merge_reports
-from processors.turns.similarity_match import SimilarityMatch
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.turns.stable_partials import StabilityConfig, StablePartialDetector
+from processors.llm.context_window import ContextWindow, normalize_history_text, window_turns
+from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.llm.prefix_warmer import PrefixWarmer
+from processors.speculation.draft_accounting import DraftAccountingMixin
+from processors.speculation.speculation_stats import Draft, DraftOutcome, SpeculationStats, merge_reports
+from processors.speculation.similarity_match import SimilarityMatch
+from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.speculation.stable_partials import StabilityConfig, StablePartialDetector
 from tests.fakes.tool_calling_llm import ToolCallingLLM
 
 SYSTEM_PROMPT = "You are a test assistant for a bicycle shop."

@@ -2,7 +2,7 @@
 
 Real Silero VAD, streaming tiny.en and hibari; the LLM is the scripted OpenAI-compatible
 server (real HTTP + SSE), so every request and every closed stream is on record. The
-speculative stop strategy is put in place by replacing ``agent.pipeline.make_turn_strategies``
+speculative stop strategy is put in place by replacing ``agent.call.pipeline.make_turn_strategies``
 (the wiring proposed in /tmp/proposals/speculation.diff does the same in build_call).
 """
 
@@ -13,20 +13,20 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-import agent.pipeline
+import agent.call.pipeline
 from agent.caller.call import place_call, running_server
 from agent.config import load_config
 from agent.caller.loopback import serve_app
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.bench.scripted_llm import ScriptedLLM
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
-from processors.context_window import normalize_history_text
-from processors.prefix_warmer import WARM_UP_USER_TURN
-from processors.speculation_stats import DraftOutcome
-from processors.turns.similarity_match import SimilarityMatch
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.turns.stable_partials import StabilityConfig
-from processors.streaming_whisper import StreamingWhisperSTTService
+from processors.llm.context_window import normalize_history_text
+from processors.llm.prefix_warmer import WARM_UP_USER_TURN
+from processors.speculation.speculation_stats import DraftOutcome
+from processors.speculation.similarity_match import SimilarityMatch
+from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.speculation.stable_partials import StabilityConfig
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from tests.fakes.cartesia_server import CartesiaStandIn
 from tests.speech import normalize_text, synthesize_speech
 
@@ -99,7 +99,7 @@ def speculate(monkeypatch) -> Callable[..., list[SpeculativeUserTurnStopStrategy
             made.append(strategy)
             return UserTurnStrategies(stop=[strategy])
 
-        monkeypatch.setattr(agent.pipeline, "make_turn_strategies", make_turn_strategies)
+        monkeypatch.setattr(agent.call.pipeline, "make_turn_strategies", make_turn_strategies)
         return made
 
     return install

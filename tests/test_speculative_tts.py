@@ -27,12 +27,12 @@ from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.hibari_tts import HibariTTSService
-from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
-from processors.draft_accounting import DraftAccountingMixin
-from processors.speculation_stats import SpeculationStats
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.tts.hibari_tts import HibariTTSService
+from processors.tts.sentence_chunker import SentenceChunker, SentenceFirstConfig
+from processors.speculation.draft_accounting import DraftAccountingMixin
+from processors.speculation.speculation_stats import SpeculationStats
+from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.speculation.speculative_tts import SpeculativeAudioCache
 from tests.fakes.counting_voice import CountingVoice
 from tests.fakes.scripted_llm_service import ScriptedLLMService
 

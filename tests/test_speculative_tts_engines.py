@@ -21,10 +21,10 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.cartesia_tts import PrefetchingCartesiaTTSService
-from processors.espeak_tts import EspeakTTSService
-from processors.sentence_chunker import SentenceChunker
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.tts.cartesia_tts import PrefetchingCartesiaTTSService
+from processors.tts.espeak_tts import EspeakTTSService
+from processors.tts.sentence_chunker import SentenceChunker
+from processors.speculation.speculative_tts import SpeculativeAudioCache
 from tests.fakes.cartesia_server import CartesiaStandIn
 from tests.test_speculative_tts import ANSWER, FIRST_CHUNK, SETTLE_S, PrefetchingLLM, answer, draft
 

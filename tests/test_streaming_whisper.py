@@ -24,10 +24,10 @@ from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import StreamingWhisperSTTService
-from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
-from processors.whisper_scheduler import WhisperScheduler
-from processors.whisper_utterance import PAUSE_S
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperEngine
+from processors.stt.whisper_scheduler import WhisperScheduler
+from processors.stt.whisper_utterance import PAUSE_S
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import normalize_text, paced_frames, synthesize_speech
 

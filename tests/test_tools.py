@@ -21,13 +21,13 @@ from pipecat.tests.utils import SleepFrame, run_test
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
 from agent.business.model import BusinessError, load_business
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 from agent.tools import words
 from agent.tools.booking import confirm_booking, opening_slots
 from agent.tools.functions import CallTools, order_sentence, schemas
 from agent.tools.router import ToolRouter
 from agent.tools.store import ShopStore
-from processors.tool_filler import ToolFiller
+from processors.llm.tool_filler import ToolFiller
 from tests.fakes.broken_store import BrokenStore
 
 LONDON = ZoneInfo("Europe/London")

@@ -20,7 +20,7 @@ from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.transports.twilio import STREAM_PATH
 from agent.transports.twilio_transfer import TRANSFER_MARK
 from tests.fakes.broken_store import BrokenStore

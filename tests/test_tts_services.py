@@ -23,8 +23,8 @@ from pipecat.metrics.metrics import TTFBMetricsData
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
-from processors.espeak_tts import ESPEAK_SAMPLE_RATE, EspeakTTSService, EspeakTTSSettings
-from processors.hibari_tts import SAMPLE_RATE, HibariTTSService, load_voice
+from processors.tts.espeak_tts import ESPEAK_SAMPLE_RATE, EspeakTTSService, EspeakTTSSettings
+from processors.tts.hibari_tts import SAMPLE_RATE, HibariTTSService, load_voice
 from tests.fakes.hibari_voices import FailingVoice, GatedVoice
 
 SENTENCE = "The library opens at ten in the morning."

@@ -29,7 +29,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.turn_continuation import TurnContinuation
+from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.turn_completeness import unfinished
 from tests.fakes.fixed_turn_check import FixedTurnCheck

@@ -22,10 +22,10 @@ from twilio.request_validator import RequestValidator
 
 from agent.config import load_config
 from agent.caller.loopback import serve_app
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.bench.scripted_llm import ScriptedLLM
 from agent.server import create_app
-from agent.admission import CallAdmission
+from agent.call.admission import CallAdmission
 from agent.transports.twilio import (
     STREAM_PATH,
     TwilioPhone,

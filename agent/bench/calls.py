@@ -170,11 +170,11 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         },
         "llm": llm,
         "speculation": stats.as_dict() if stats is not None else None,
-        # What became of the held drafts' prefetched first chunks (processors/speculative_tts.py).
+        # What became of the held drafts' prefetched first chunks (processors/speculation/speculative_tts.py).
         "tts_prefetch": prefetch.stats.as_dict() if prefetch is not None else None,
-        # Texts spoken from the audio of an earlier call's (processors/phrase_cache.py).
+        # Texts spoken from the audio of an earlier call's (processors/tts/phrase_cache.py).
         "tts_phrase_cache": call.phrases.as_dict() if call is not None and call.phrases is not None else None,
-        # The facts read into the LLM's cache while the caller spoke (processors/facts_prefill.py).
+        # The facts read into the LLM's cache while the caller spoke (processors/llm/facts_prefill.py).
         "facts_prefill": facts_prefill(call),
     }
 

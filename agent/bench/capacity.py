@@ -30,8 +30,8 @@ from agent.caller.aiortc_caller import WebRTCCaller
 from agent.caller.call import running_server
 from agent.caller.loopback import serve_app
 from agent.config import load_config
-from agent.runtime import Runtime
-from processors.speculation_stats import estimate_tokens
+from agent.runtime.runtime import Runtime
+from processors.speculation.speculation_stats import estimate_tokens
 
 QUESTIONS_PER_CALL = 3
 ANSWER_WAIT_S = 40.0  # no answer this long after a question: unanswered

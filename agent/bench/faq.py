@@ -53,7 +53,7 @@ from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.bench.tasks import measure_llm_tools, run_tasks
 from agent.business.words import numbers_as_digits
 from agent.config import load_config
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 
 OUTCOMES = ("correct", "wrong", "dont_know", "incomplete", "no_answer")
 # Spoken answers are one or two sentences; the cap only bounds a rambling small model.
@@ -230,7 +230,7 @@ async def measure_text(runtime, config, questions: list[FaqQuestion], now: datet
     Stock: the LLM with the system prompt alone. One request per question and side, the same
     settings as the calls. Per turn: which path answered Brisk (fast_path, tool, llm).
     """
-    from processors.answer_check import checked_answer
+    from processors.llm.answer_check import checked_answer
 
     business = config.business_definition
     router = _router(config, runtime)
@@ -283,9 +283,9 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
     runtime's own predicates."""
     from agent.business.facts import vocabulary_of
     from agent.business.intents import IntentMatcher
-    from agent.models import whisper_model_path
-    from processors.whisper_engine import WhisperEngine
-    from processors.whisper_scheduler import WhisperScheduler
+    from agent.runtime.models import whisper_model_path
+    from processors.stt.whisper_engine import WhisperEngine
+    from processors.stt.whisper_scheduler import WhisperScheduler
 
     business = config.business_definition
     matcher = IntentMatcher(business)
@@ -336,10 +336,10 @@ def measure_asr(config, questions: list[FaqQuestion], clips: list, recognised=No
 
 
 def _router(config, runtime=None):
-    """A call's fast path as the pipeline builds it (agent/pipeline.py), without a call."""
+    """A call's fast path as the pipeline builds it (agent/call/pipeline.py), without a call."""
     from agent.business.facts import FactIndex
     from agent.business.intents import IntentMatcher
-    from agent.call_control import CallControl
+    from agent.call.call_control import CallControl
     from agent.tools.functions import CallTools
     from agent.tools.router import ToolRouter
 

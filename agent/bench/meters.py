@@ -33,9 +33,9 @@ from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FrameP
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
 
-from processors.facts_prefill import FactsPrefill
-from processors.prefix_warmer import PrefixWarmer
-from processors.speculation_stats import DraftOutcome, SpeculationStats
+from processors.llm.facts_prefill import FactsPrefill
+from processors.llm.prefix_warmer import PrefixWarmer
+from processors.speculation.speculation_stats import DraftOutcome, SpeculationStats
 
 LLM_KEYS = ("requests", "prompt_tokens", "prompt_tokens_computed", "cached", "completion_tokens",
             "cancelled", "warmups")

@@ -2,7 +2,7 @@
 
     python -m agent.bench_overhead [--frames N] [--repeats R] [--json PATH]
 
-The processors are those of Brisk's default pipeline, built by ``agent.pipeline.build_call``
+The processors are those of Brisk's default pipeline, built by ``agent.call.pipeline.build_call``
 (so a processor wired in later is measured without touching this file), in pipeline order,
 between the transports; models are shared, the STT engine answers at once and the LLM is never
 called, so what is timed is each processor's own handling of frames, not model time (that is
@@ -55,8 +55,8 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.stt_service import STTService
 from pipecat.workers.runner import WorkerRunner
 
-from processors.latency import LatencyObserver
-from processors.whisper_engine import SAMPLE_RATE, WhisperResult
+from processors.observers.latency import LatencyObserver
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperResult
 
 T = TypeVar("T")
 FRAME_MS = 20
@@ -186,7 +186,7 @@ def _leaves(processor: FrameProcessor):
 
 
 def brisk_pipeline_factory() -> Callable[[], list[FrameProcessor]]:
-    """Builds Brisk's default pipeline (``agent.pipeline.build_call``) afresh on each call and
+    """Builds Brisk's default pipeline (``agent.call.pipeline.build_call``) afresh on each call and
     returns its processors between the transports, in order; models are shared, the STT engine
     answers at once and the LLM is never called."""
     from pipecat.pipeline.pipeline import PipelineSink, PipelineSource
@@ -195,9 +195,9 @@ def brisk_pipeline_factory() -> Callable[[], list[FrameProcessor]]:
     from pipecat.transports.base_output import BaseOutputTransport
 
     from agent.config import load_config
-    from agent.pipeline import Resources, build_call
-    from processors.hibari_tts import load_voice
-    from processors.openai_llm import make_openai_client
+    from agent.call.pipeline import Resources, build_call
+    from processors.tts.hibari_tts import load_voice
+    from processors.llm.openai_llm import make_openai_client
 
     config = load_config(llm_base_url="http://127.0.0.1:9/v1", llm_model="unused", tts="hibari")
     resources = Resources(

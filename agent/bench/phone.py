@@ -46,10 +46,10 @@ from agent.bench.corpus import Utterance, render, select
 from agent.bench.overhead import feed_pipeline
 from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.config import BriskConfig, load_config
-from agent.pipeline import make_vad
+from agent.call.pipeline import make_vad
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.streaming_whisper import StreamingWhisperSTTService
-from processors.whisper_engine import WhisperEngine, WhisperResult, whisper_input
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
+from processors.stt.whisper_engine import WhisperEngine, WhisperResult, whisper_input
 
 with warnings.catch_warnings():
     # Standard library G.711 until Python 3.13, which this project does not run on yet.
@@ -201,7 +201,7 @@ def _turn(utterance: Utterance, onset_s: float, timeline: _Timeline, recording) 
 
 async def measure(utterances: list[Utterance], config: BriskConfig | None = None) -> dict:
     """Play every utterance at each rate (alternating, so load drifts hit both) and summarise."""
-    from agent.models import whisper_model_path
+    from agent.runtime.models import whisper_model_path
 
     config = config or load_config()
     engine = WhisperEngine.load(whisper_model_path(config.whisper_model),

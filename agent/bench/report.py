@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from agent import llama_build
+from agent.runtime import llama_build
 from agent.bench.barge_in import format_barge_in
 from agent.bench.stats import BOOTSTRAP_RESAMPLES, bootstrap_ratio, fmt, percentiles
-from processors.latency import STAGES
-from processors.speculation_stats import merge_reports
+from processors.observers.latency import STAGES
+from processors.speculation.speculation_stats import merge_reports
 
 FLAVORS = ("stock", "brisk")
-# The latency A/B also runs stock tuned for speed (agent/pipeline.py Flavor), to tell what Brisk's
+# The latency A/B also runs stock tuned for speed (agent/call/pipeline.py Flavor), to tell what Brisk's
 # techniques buy from what its VAD and turn timings buy.
 AB_FLAVORS = ("stock", "stock_tuned", "brisk")
 # The waterfall in pipeline order: the latency observer's stages after the reference (0 ms).

@@ -15,12 +15,12 @@ import threading
 import httpx
 import numpy as np
 
-from agent import llama_build, models
+from agent.runtime import llama_build, models
 from agent.business.model import load_business
 from agent.business.prompt import system_prompt
 from agent.config import load_config
-from agent.llm_server import LocalLLMServer
-from processors.whisper_engine import WhisperEngine
+from agent.runtime.llm_server import LocalLLMServer
+from processors.stt.whisper_engine import WhisperEngine
 
 QUESTIONS = 6
 MAX_TOKENS = 40

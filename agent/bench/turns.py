@@ -29,7 +29,7 @@ cut-offs on the paused utterances (and on the complete ones, whose own short gap
 too), and the delay's P50/P95 on complete utterances; JSON key ``"turns"``.
 
 What this does not include: a caller who goes on after a cut-off is merged into one question
-by ``processors/turn_continuation.py``, so in a call a cut-off costs an answer that is
+by ``processors/turns/turn_continuation.py``, so in a call a cut-off costs an answer that is
 cancelled, not a wrong one; here it is counted as the cut-off it is.
 """
 
@@ -55,11 +55,11 @@ from agent.bench.corpus import Utterance, arctic_a0009_path, spoken
 from agent.bench.overhead import feed_pipeline
 from agent.bench.stats import fmt, percentiles
 from agent.config import BriskConfig, load_config
-from agent.pipeline import make_vad
-from processors.streaming_whisper import StreamingWhisperSTTService
+from agent.call.pipeline import make_vad
+from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.smart_turn_check import SmartTurnCheck
-from processors.whisper_scheduler import WhisperScheduler
+from processors.stt.whisper_scheduler import WhisperScheduler
 
 RATE = 16000
 FRAME_S = 0.02
@@ -264,8 +264,8 @@ def summarize(rows: list[dict]) -> dict:
 async def run_turns(turns: int | None = None, log=print, only: list[str] | None = None) -> dict:
     """Play the corpus (or its first ``turns`` utterances, or the ``only`` ids) once; every policy on the same audio."""
     from agent.business.facts import vocabulary_of
-    from agent.models import whisper_model_path
-    from processors.whisper_engine import WhisperEngine
+    from agent.runtime.models import whisper_model_path
+    from processors.stt.whisper_engine import WhisperEngine
 
     config = load_config()
     vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None

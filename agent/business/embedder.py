@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from loguru import logger
 
-from agent.models import MINILM_ZIP, ModelError, sentence_model_dir
+from agent.runtime.models import MINILM_ZIP, ModelError, sentence_model_dir
 
 _LAYERS = 6
 _HEADS = 12

@@ -208,7 +208,7 @@ class IntentMatcher:
         """Whether one of the intents asks ``text`` (as ``__call__`` reads it; "unknown" is not one).
 
         Whisper's second opinion hears again a final the business does not recognise
-        (processors/whisper_scheduler.py), because a question about the shop that matches none
+        (processors/stt/whisper_scheduler.py), because a question about the shop that matches none
         of its intents is as often a mishearing ("open on certain days") as a new question."""
         return self.match(text) is not None or self._topic_asked(text) is not None
 

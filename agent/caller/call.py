@@ -16,8 +16,8 @@ import numpy as np
 from agent.audio import read_wav, speech_segments, write_wav
 from agent.config import BriskConfig
 from agent.caller.loopback import serve_app
-from agent.pipeline import INPUT_SAMPLE_RATE, Flavor
-from agent.runtime import Runtime
+from agent.call.pipeline import INPUT_SAMPLE_RATE, Flavor
+from agent.runtime.runtime import Runtime
 from agent.server import create_app
 from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 
@@ -88,7 +88,7 @@ def report(result: CallResult) -> dict:
 
     A turn is the server's (its latency observer's record), not a stretch of speech in the WAV: a
     pause that ended a turn early shows as a turn ``interrupted`` by the next, and that next one
-    as ``merged`` when it was answered as one question with it (processors/turn_continuation.py).
+    as ``merged`` when it was answered as one question with it (processors/turns/turn_continuation.py).
     Latencies are measured from the true end of speech in the WAV nearest the turn's own end of
     speech (within half a second), else from that estimate.
     """

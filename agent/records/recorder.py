@@ -1,7 +1,7 @@
 """One call's record, written as the call goes: opened at its start, each turn when it completes,
 closed with how it ended.
 
-Consumes the call's turn records (``processors/latency.py``'s turn listener: what the caller
+Consumes the call's turn records (``processors/observers/latency.py``'s turn listener: what the caller
 said, what the bot said, interrupted, speculative, fast path, the waterfall), the tools it called
 (``CallTools.calls``), the barge-in cuts (``BargeIn.interruptions``: for an interrupted turn the
 bot's words are kept as the caller heard them, cut where they were cut) and, when recording is on,

@@ -212,7 +212,7 @@ class RentalBooking:
     def continues_request(self, text: str) -> bool:
         """Whether ``text`` is the request that opened the booking, gone on ("... for Saturday.
         And a child seat"), with no step answered since: the caller's turn continued
-        (processors/turn_continuation.py took the opening call back), so it is a new request."""
+        (processors/turns/turn_continuation.py took the opening call back), so it is a new request."""
         if self._opening is None or self.flow_manager.current_node != self._opening[1]:
             return False
         opened, said = self._opening[0], comparison_words(text)

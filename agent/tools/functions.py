@@ -32,7 +32,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallParams
 
 from agent.business.model import Business
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 from agent.tools import words
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
@@ -149,7 +149,7 @@ async def end_call(params: FunctionCallParams) -> None:
 
 # Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the
 # words): a turn the caller continued takes them back and is routed again whole
-# (processors/turn_continuation.py).
+# (processors/turns/turn_continuation.py).
 REDO_CALLS = frozenset({"lookup_order", "book_rental"})
 
 HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,

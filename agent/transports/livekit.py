@@ -48,12 +48,12 @@ from pipecat.workers.runner import WorkerRunner
 
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.call_control import CallControl
-from agent.pipeline import Call, Flavor, Resources, build_call, livekit_transport
+from agent.call.call_control import CallControl
+from agent.call.pipeline import Call, Flavor, Resources, build_call, livekit_transport
 from agent.records.api import operator_check, operator_only
-from agent.runtime import Runtime
+from agent.runtime.runtime import Runtime
 from agent.security.access import Access
-from processors.openai_llm import make_openai_client
+from processors.llm.openai_llm import make_openai_client
 
 if TYPE_CHECKING:
     from livekit.agents import JobContext, JobRequest

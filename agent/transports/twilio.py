@@ -45,11 +45,11 @@ from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPI
 from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import VoiceResponse
 
-from agent.admission import CallAdmission, Ticket
-from agent.call_control import mask_number
-from agent.call_runner import run_call
-from agent.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
-from agent.runtime import Runtime
+from agent.call.admission import CallAdmission, Ticket
+from agent.call.call_control import mask_number
+from agent.call.call_runner import run_call
+from agent.call.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
+from agent.runtime.runtime import Runtime
 from agent.security.access import Access, client_of, read_capped
 from agent.transports.twilio_transfer import PhoneCallControl
 
@@ -268,7 +268,7 @@ class TwilioPhone:
                 the stream claims it.
             busy_text: Spoken, before hanging up, to a caller when every line is taken.
             max_duration_s: Longest a phone call may last (None: no limit).
-            flavor: Pipeline flavor (``agent.pipeline.build_call``).
+            flavor: Pipeline flavor (``agent.call.pipeline.build_call``).
             access: The server's doors (rate limits; whether calls are open): without an
                 auth token, phone calls are only taken while calls are open (loopback).
         """

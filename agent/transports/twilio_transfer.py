@@ -21,7 +21,7 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.rest import Client
 from twilio.twiml.voice_response import VoiceResponse
 
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 
 # The goodbye before a transfer is a sentence or two; a phone that never echoes the mark
 # (a lost message) must not keep the caller waiting for the person.

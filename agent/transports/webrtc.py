@@ -40,11 +40,11 @@ from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.transports.base_transport import TransportParams
 from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
 
-from agent.admission import CallAdmission, Ticket
-from agent.call_control import CallControl, Outcome
-from agent.call_runner import run_call
-from agent.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
-from agent.runtime import Runtime
+from agent.call.admission import CallAdmission, Ticket
+from agent.call.call_control import CallControl, Outcome
+from agent.call.call_runner import run_call
+from agent.call.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
+from agent.runtime.runtime import Runtime
 from agent.security.access import Access, read_capped
 
 OFFER_PATH = "/api/offer"

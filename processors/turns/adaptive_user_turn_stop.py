@@ -35,7 +35,7 @@ whose final comes after the VAD stop ends the turn at that final instead of wait
 ``user_speech_timeout`` too: the VAD's own silence (0.3 s) already said the caller paused, and
 Whisper ends words with a question mark when they ask something. The turns suite cut no more
 utterances with it (docs/benchmarks.md, End of turn); a caller who goes on anyway is still heard as one
-question (``processors/turn_continuation.py``).
+question (``processors/turns/turn_continuation.py``).
 """
 
 from __future__ import annotations

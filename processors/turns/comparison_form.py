@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from processors.context_window import strip_fillers
+from processors.llm.context_window import strip_fillers
 
 _APOSTROPHES = re.compile(r"['\u2019\u02bc]")
 _PUNCTUATION = re.compile(r"[^\w\s]")

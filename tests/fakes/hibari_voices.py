@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from processors.hibari_tts import load_voice
+from processors.tts.hibari_tts import load_voice
 
 
 class GatedVoice:

@@ -3,7 +3,7 @@
 livekit-agents runs each room on a job thread with an event loop of its own, so ``Rooms`` keeps
 each room's loop, ends a room through it (``end``), and is watched by polling (``eventually``)
 rather than with asyncio primitives of the test's loop. ``bare_call`` stands in for
-``agent.pipeline.build_call`` where only the room's transport matters.
+``agent.call.pipeline.build_call`` where only the room's transport matters.
 """
 
 from __future__ import annotations

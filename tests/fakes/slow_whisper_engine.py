@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors.whisper_engine import SAMPLE_RATE, WhisperResult
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperResult
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every transport (WebRTC, Twilio, LiveKit) runs its calls through ``run_call``: the pipeline
 worker runs under a ``WorkerRunner`` until the caller leaves, the call is ended, its caller
 has sent no audio for the idle timeout (pipecat's worker idle machinery, set up in
-agent/pipeline.py), or it reaches the maximum call duration; then the admission ticket is
+agent/call/pipeline.py), or it reaches the maximum call duration; then the admission ticket is
 released, so no line stays taken by a call that is over. The call's record (agent/records/) is
 opened before it runs and closed with its status after.
 """
@@ -15,8 +15,8 @@ import asyncio
 from loguru import logger
 from pipecat.workers.runner import WorkerRunner
 
-from agent.admission import Ticket
-from agent.pipeline import Call
+from agent.call.admission import Ticket
+from agent.call.pipeline import Call
 
 
 async def run_call(call: Call, *, label: str, ticket: Ticket | None, max_duration_s: float | None) -> None:

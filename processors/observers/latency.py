@@ -23,8 +23,8 @@ from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FrameP
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.turn import FAST_PATH, UserTurnContinuedFrame
-from processors import frame_kinds as kinds
-from processors.latency_turn import OpenTurn
+from processors.observers import frame_kinds as kinds
+from processors.observers.latency_turn import OpenTurn
 
 STAGES = (
     "speech_end",

@@ -16,7 +16,7 @@ from pipecat.frames.frames import EndWorkerFrame, TTSSpeakFrame, UserIdleTimeout
 from pipecat.processors.frame_processor import FrameDirection
 
 from agent.business.model import Business
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 
 
 def greeting_frames(business: Business) -> list:

@@ -13,7 +13,7 @@ which pushes it like audio it has just synthesised. A service that synthesises l
 espeak) binds a coroutine that returns the chunk's PCM (:meth:`SpeculativeAudioCache.bind`); one
 that streams from a server binds a function that opens the server's own speculative request and
 returns its handle (:meth:`SpeculativeAudioCache.bind_request`: Cartesia opens a context, which
-the confirmed turn then continues, processors/cartesia_tts.py).
+the confirmed turn then continues, processors/tts/cartesia_tts.py).
 Measures: :class:`PrefetchStats` — prefetches started, used, discarded, missed.
 
 Why a shared object and not a frame: while the gate holds a draft it holds every non-system
@@ -49,7 +49,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 
-from processors.sentence_chunker import SentenceFirstAggregator, SentenceFirstConfig
+from processors.tts.sentence_chunker import SentenceFirstAggregator, SentenceFirstConfig
 
 # The TTS's synthesiser: text -> its PCM, in the pieces the TTS would stream.
 Synthesize = Callable[[str], Awaitable[list[bytes]]]

@@ -12,7 +12,7 @@ answer. At the end of the turn the draft is committed (``confirms_speculation=Tr
 ``UserStoppedSpeakingFrame`` releases the held answer, no second request) or cancelled
 (``EagerEndOfTurnCancelFrame``: the LLM service cancels the inference task, which closes the
 HTTP stream, and the real request runs).
-Measures: ``SpeculationStats`` (processors/speculation_stats.py) and one log line per
+Measures: ``SpeculationStats`` (processors/speculation/speculation_stats.py) and one log line per
 decision with both texts and the score.
 
 A subclass of the adaptive end of turn (``adaptive_user_turn_stop.py``, itself pipecat's
@@ -36,10 +36,10 @@ from pipecat.frames.frames import (
 )
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 
-from processors.speculation_stats import Draft, DraftOutcome, SpeculationStats
+from processors.speculation.speculation_stats import Draft, DraftOutcome, SpeculationStats
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.similarity_match import SimilarityMatch
-from processors.turns.stable_partials import Stability, StabilityConfig, StablePartialDetector
+from processors.speculation.similarity_match import SimilarityMatch
+from processors.speculation.stable_partials import Stability, StabilityConfig, StablePartialDetector
 
 
 class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):

@@ -7,9 +7,9 @@ cut at a comma) ends with a comma's pause, not a sentence's; an answer's first s
 10 ms before its first sound, the later ones 50 ms.
 Measures: pipecat's TTS metrics (TTFB, TTFA, processing time, usage).
 
-With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also synthesises a held
+With a ``SpeculativeAudioCache`` (processors/speculation/speculative_tts.py) it also synthesises a held
 speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
-asks for the same text. With a ``PhraseCache`` (processors/phrase_cache.py), a text said before
+asks for the same text. With a ``PhraseCache`` (processors/tts/phrase_cache.py), a text said before
 in the same voice and pace is spoken from the audio made then; ``phrase_stats`` counts the call's
 hits and misses (None without a cache).
 """
@@ -32,8 +32,8 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
 
-from processors.phrase_cache import PhraseCache, PhraseStats
-from processors.speculative_tts import SpeculativeAudioCache, spoken_pcm
+from processors.tts.phrase_cache import PhraseCache, PhraseStats
+from processors.speculation.speculative_tts import SpeculativeAudioCache, spoken_pcm
 
 DEFAULT_VOICE = "heart"
 FRAME_SECONDS = 0.04

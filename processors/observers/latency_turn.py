@@ -1,6 +1,6 @@
 """The latency observer's turn in progress: its stages, its words, and whether more answer is due.
 
-Consumes and emits nothing itself: ``processors/latency.py`` fills it from the frames it observes
+Consumes and emits nothing itself: ``processors/observers/latency.py`` fills it from the frames it observes
 and turns it into a record when the turn closes. Measures nothing on its own.
 """
 

@@ -1,7 +1,7 @@
 """How a call's turns start and end: the user turn strategies, the continuation of a turn cut
 by a pause, and the keypad's digits as words; Brisk's and stock pipecat's.
 
-``agent/pipeline.py`` puts these in each call's pipeline; ``python -m agent bench --suite turns``
+``agent/call/pipeline.py`` puts these in each call's pipeline; ``python -m agent bench --suite turns``
 runs the stop strategies on the same audio to compare them.
 """
 
@@ -14,13 +14,13 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
 from agent.tools.functions import REDO_CALLS
-from processors.speculation_stats import SpeculationStats
-from processors.turn_continuation import TurnContinuation
+from processors.speculation.speculation_stats import SpeculationStats
+from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.similarity_match import SimilarityMatch
+from processors.speculation.similarity_match import SimilarityMatch
 from processors.turns.smart_turn_check import SmartTurnCheck
-from processors.turns.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.turns.stable_partials import StabilityConfig
+from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
+from processors.speculation.stable_partials import StabilityConfig
 
 
 def make_turn_strategies(

@@ -26,7 +26,7 @@ from pipecat.frames.frames import CancelFrame, EndFrame, Frame, LLMContextFrame,
 from pipecat.processors.aggregators.llm_context import LLMContext, LLMContextMessage
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from processors.prompt_cache import PromptCache
+from processors.llm.prompt_cache import PromptCache
 
 # Some chat templates reject a conversation without a user turn. Everything before the user
 # text is shared with a real request, so the cache covers system prompt and session data.

@@ -30,7 +30,7 @@ The rules, because one CTranslate2 model transcribes one clip at a time:
   wins. A final the business recognises at once is never held up: the fast path answers it;
 - the second opinion runs on a thread of its own, beside the first engine (each engine has its
   own queue and worker): on 2 cores a review waits behind no partial and no partial behind a
-  review, and a caller's pause can be heard by both at once (processors/streaming_whisper.py);
+  review, and a caller's pause can be heard by both at once (processors/stt/streaming_whisper.py);
 - a stable partial the second opinion would hear again may be reviewed ``early``, while the
   caller may still be speaking: after every final's review, so no call's final waits behind
   another call's guess at its end (one that has started runs to its end);
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from loguru import logger
 
-from processors.whisper_engine import WhisperEngine, WhisperResult
+from processors.stt.whisper_engine import WhisperEngine, WhisperResult
 
 FINAL, EARLY_REVIEW, PARTIAL = 0, 1, 2  # priorities: lower runs first
 

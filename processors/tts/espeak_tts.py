@@ -6,7 +6,7 @@ through pipecat's resampler) as espeak writes them, TTSStoppedFrame; an ErrorFra
 when espeak fails.
 Measures: pipecat's TTS metrics (TTFB to espeak's first audio, processing, usage).
 
-With a ``SpeculativeAudioCache`` (processors/speculative_tts.py) it also runs espeak on a held
+With a ``SpeculativeAudioCache`` (processors/speculation/speculative_tts.py) it also runs espeak on a held
 speculative answer's first chunk ahead of time, and speaks that audio when the confirmed answer
 asks for the same text.
 """
@@ -21,7 +21,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven, assert_given
 
-from processors.speculative_tts import SpeculativeAudioCache, in_background
+from processors.speculation.speculative_tts import SpeculativeAudioCache, in_background
 
 ESPEAK_SAMPLE_RATE = 22050
 FRAME_SECONDS = 0.04

@@ -4,7 +4,7 @@ Consumes (mixed into the LLM service): the ``LLMContextFrame`` that starts each 
 every frame the service pushes — ``LLMTextFrame``s, ``MetricsFrame``s with the server's usage,
 ``LLMFullResponseEndFrame`` and the turn frames that settle a speculation.
 Emits: nothing of its own; with a ``SpeculativeAudioCache`` it shows each frame to that cache
-first (processors/speculative_tts.py).
+first (processors/speculation/speculative_tts.py).
 Measures: per draft, request time, first token, prompt and completion tokens (the server's
 usage when it reports one, else estimates), in the call's ``SpeculationStats``.
 """
@@ -28,8 +28,8 @@ from pipecat.frames.frames import (
 from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.processors.frame_processor import FrameDirection
 
-from processors.speculation_stats import Draft, SpeculationStats, estimate_tokens
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.speculation.speculation_stats import Draft, SpeculationStats, estimate_tokens
+from processors.speculation.speculative_tts import SpeculativeAudioCache
 
 
 class DraftAccountingMixin:
@@ -43,7 +43,7 @@ class DraftAccountingMixin:
 
     With ``speculative_audio`` it also shows every frame to that cache before the gate, so the
     held draft's first chunk is synthesised while the turn is still open
-    (processors/speculative_tts.py).
+    (processors/speculation/speculative_tts.py).
 
     Example::
 

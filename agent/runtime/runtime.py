@@ -13,12 +13,12 @@ import time
 from loguru import logger
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from agent import llama_build, models
+from agent.runtime import llama_build, models
 from agent.config import BriskConfig
-from agent.llm_server import LocalLLMServer
-from agent.pipeline import Resources
-from processors.openai_llm import make_openai_client
-from processors.whisper_scheduler import WhisperScheduler
+from agent.runtime.llm_server import LocalLLMServer
+from agent.call.pipeline import Resources
+from processors.llm.openai_llm import make_openai_client
+from processors.stt.whisper_scheduler import WhisperScheduler
 
 
 def blas_threads() -> int | None:
@@ -199,7 +199,7 @@ class Runtime:
         return embedder
 
     def _load_whisper(self, path):
-        from processors.whisper_engine import WhisperEngine
+        from processors.stt.whisper_engine import WhisperEngine
 
         return WhisperEngine.load(str(path), cpu_threads=self.config.whisper_threads, vocabulary=self._vocabulary())
 
@@ -208,7 +208,7 @@ class Runtime:
         config = self.config
         if config.stt_second_opinion == "off":
             return None
-        from processors.whisper_engine import WhisperEngine
+        from processors.stt.whisper_engine import WhisperEngine
 
         try:
             path = models.whisper_model_path(config.stt_second_opinion, config.models_dir)
@@ -238,14 +238,14 @@ class Runtime:
     def _load_tts(self):
         if self.config.tts_engine != "hibari":
             return None
-        from processors.hibari_tts import load_voice
+        from processors.tts.hibari_tts import load_voice
 
         return load_voice()
 
     def _phrase_cache(self, hibari_voice):
         if hibari_voice is None or not self.config.tts_phrase_cache_mb:
             return None
-        from processors.phrase_cache import PhraseCache
+        from processors.tts.phrase_cache import PhraseCache
 
         return PhraseCache(max_bytes=round(self.config.tts_phrase_cache_mb * 2**20))
 

@@ -2,9 +2,9 @@
 
 Consumes int16 PCM frames of one VAD start..stop (``Utterance.append``); keeps the audio at its
 input rate, where its last sound ended and whether the caller is in a pause (``PAUSE_S`` of quiet
-after sound, by frame energy: processors/speech_energy.py), the latest partial (``Partial``), an
+after sound, by frame energy: processors/stt/speech_energy.py), the latest partial (``Partial``), an
 early review of its words (``EarlyReview``) and a pause's hearing by the second opinion. Emits
-nothing; processors/streaming_whisper.py drives it. Measures nothing.
+nothing; processors/stt/streaming_whisper.py drives it. Measures nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors.speech_energy import PEAK_SHARE, energy
+from processors.stt.speech_energy import PEAK_SHARE, energy
 from processors.turns.turn_completeness import unfinished
-from processors.whisper_engine import WhisperResult, whisper_input
+from processors.stt.whisper_engine import WhisperResult, whisper_input
 
 
 @dataclass

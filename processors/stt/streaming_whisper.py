@@ -56,13 +56,13 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.partial_stats import PartialJob, PartialStats
-from processors.speech_energy import from_onset
+from processors.stt.partial_stats import PartialJob, PartialStats
+from processors.stt.speech_energy import from_onset
 from processors.turns.comparison_form import comparison_form
 from processors.turns.turn_completeness import unfinished
-from processors.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult
-from processors.whisper_scheduler import WhisperScheduler
-from processors.whisper_utterance import EarlyReview, Partial, Utterance
+from processors.stt.whisper_engine import SAMPLE_RATE, WhisperEngine, WhisperResult
+from processors.stt.whisper_scheduler import WhisperScheduler
+from processors.stt.whisper_utterance import EarlyReview, Partial, Utterance
 
 
 # The preroll is cut to start this long before the first sound in it: a second of silence before

@@ -23,7 +23,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.turn import TURN_ID, BargeInDecisionFrame, BotTurnsCutFrame, BotTurnStartFrame, is_bot_turn_frame
-from processors.stale_turns import StaleTurns
+from processors.barge_in.stale_turns import StaleTurns
 
 # Turns started since the last cut that a cut still names. A turn this many turns old has long
 # gone out, so the list stays short over a long call with no interruption.

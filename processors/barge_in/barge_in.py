@@ -3,21 +3,21 @@ is heard, shown or remembered afterwards beyond what was actually played.
 
 ``BargeIn`` builds one call's barge-in processors and reads what they measured; the pieces
 talk to each other through frames (``frames/turn.py``), but for the one fact that must be
-known at once on both sides of the TTS, which turns are stale (``processors/stale_turns.py``
+known at once on both sides of the TTS, which turns are stale (``processors/barge_in/stale_turns.py``
 says why). Wire them as
 
     user aggregator (start strategy: barge_in.start_strategy()) -> LLM -> barge_in.tagger()
         -> [sentence chunker] -> TTS -> barge_in.gate() -> transport.output()
         -> barge_in.playback(assistant aggregator) -> assistant aggregator
 
-- ``BargeInUserTurnStartStrategy`` (processors/turns/barge_in_user_turn_start.py) decides,
+- ``BargeInUserTurnStartStrategy`` (processors/barge_in/barge_in_user_turn_start.py) decides,
   by ``BargeInPolicy``, when speech over the bot starts a user turn (and an interruption),
   and pushes a ``BargeInDecisionFrame`` just before it does.
-- ``TurnTagger`` (processors/turn_tagger.py) numbers bot turns and, on an interrupting
+- ``TurnTagger`` (processors/barge_in/turn_tagger.py) numbers bot turns and, on an interrupting
   decision, pushes a ``BotTurnsCutFrame``: every turn so far is stale.
-- ``StaleTurnGate`` (processors/stale_turn_gate.py) drops stale turns' output before the
+- ``StaleTurnGate`` (processors/barge_in/stale_turn_gate.py) drops stale turns' output before the
   transport and, on a decided cut, sends an ``InterruptionFrame`` straight on to it.
-- ``PlaybackTracker`` (processors/playback_tracker.py) knows what went out, records each
+- ``PlaybackTracker`` (processors/barge_in/playback_tracker.py) knows what went out, records each
   interruption and rewrites the cut turn's context message to what was heard.
 
 The client is told to stop by pipecat itself once an ``InterruptionFrame`` reaches the output
@@ -31,12 +31,12 @@ from __future__ import annotations
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 
 from frames.turn import BargeInDecisionFrame
-from processors.playback_tracker import BotTurn, Interruption, PlaybackTracker
-from processors.stale_turn_gate import StaleTurnGate
-from processors.stale_turns import StaleTurns
-from processors.turn_tagger import TurnTagger
-from processors.turns.barge_in_policy import BargeInPolicy
-from processors.turns.barge_in_user_turn_start import Backchannel, BargeInUserTurnStartStrategy
+from processors.barge_in.playback_tracker import BotTurn, Interruption, PlaybackTracker
+from processors.barge_in.stale_turn_gate import StaleTurnGate
+from processors.barge_in.stale_turns import StaleTurns
+from processors.barge_in.turn_tagger import TurnTagger
+from processors.barge_in.barge_in_policy import BargeInPolicy
+from processors.barge_in.barge_in_user_turn_start import Backchannel, BargeInUserTurnStartStrategy
 
 
 class BargeIn:

@@ -36,7 +36,7 @@ from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_start.base_user_turn_start_strategy import BaseUserTurnStartStrategy
 
 from frames.turn import BargeInDecisionFrame
-from processors.turns.barge_in_policy import BargeInPolicy, transcript_words
+from processors.barge_in.barge_in_policy import BargeInPolicy, transcript_words
 
 # What pipecat's DTMFAggregator puts before a keypad entry it turns into a transcript.
 KEYPAD_PREFIX = "DTMF: "

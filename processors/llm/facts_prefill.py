@@ -30,9 +30,9 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.transcription import PartialTranscriptionFrame
-from processors.fact_grounding import GroundingFor, with_facts
+from processors.llm.fact_grounding import GroundingFor, with_facts
 from processors.fast_path import last_user_words
-from processors.prompt_cache import PromptCache
+from processors.llm.prompt_cache import PromptCache
 
 Layout = Callable[[LLMContext], object]  # rewrites a context in place as the LLM service will see it
 

@@ -9,18 +9,18 @@ a stock pipecat pipeline on the same models — the baseline every benchmark com
                       -> context window -> prefix warmer -> fast path + tool router -> fact grounding
                       -> LLM (tools routed by intent, answers checked) -> tool filler
                       -> sentence chunker -> TTS -> transport.output() -> assistant aggregator
-                                                     (observer: processors/latency.py)
+                                                     (observer: processors/observers/latency.py)
 
 (all but VAD, STT, the aggregators, LLM and TTS are Brisk's flavor only). Each Brisk call also
 gets its ``CallTools`` (the tools' state, pipecat's ``app_resources``), a ``FlowManager`` for
-the booking flow, and the quiet-caller prompts (agent/conversation.py).
+the booking flow, and the quiet-caller prompts (agent/call/conversation.py).
 
 Transports are made next to their routes (agent/transports/): ``webrtc_transport`` (browsers,
 pipecat's SmallWebRTC), ``phone_transport`` (Twilio Media Streams over pipecat's FastAPI
 WebSocket, 8 kHz both ways) and ``livekit_transport`` (pipecat's ``LiveKitTransport`` in one room; here, as the LiveKit
 module is near its length limit).
 
-Brisk's flavor adds barge-in (processors/barge_in.py): its user turn start strategy decides when
+Brisk's flavor adds barge-in (processors/barge_in/barge_in.py): its user turn start strategy decides when
 speech over the bot interrupts it, a tagger right after the LLM numbers bot turns, a gate before
 the output transport drops anything of an interrupted turn (and stops the transport at the
 decision), and a tracker after it rewrites a cut answer in the context to what was played.
@@ -55,33 +55,33 @@ from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
 
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
-from agent.call_control import CallControl
+from agent.call.call_control import CallControl
 from agent.config import BriskConfig
-from agent.conversation import IdleCaller, greeting_frames
+from agent.call.conversation import IdleCaller, greeting_frames
 from agent.records.recorder import CallRecorder
 from agent.records.recording import CallAudio, recording_path
-from agent.turn_taking import make_continuation, make_dtmf, make_turn_strategies
+from agent.call.turn_taking import make_continuation, make_dtmf, make_turn_strategies
 from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from agent.tools.router import ToolRouter
-from processors.answer_check import AnswerCheckMixin
-from processors.barge_in import BargeIn
-from processors.turns.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
-from processors.context_window import ContextWindow
-from processors.fact_grounding import FactGrounding
-from processors.facts_prefill import FactsPrefill
+from processors.llm.answer_check import AnswerCheckMixin
+from processors.barge_in.barge_in import BargeIn
+from processors.barge_in.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
+from processors.llm.context_window import ContextWindow
+from processors.llm.fact_grounding import FactGrounding
+from processors.llm.facts_prefill import FactsPrefill
 from processors.fast_path import FastPathResponder
-from processors.latency import LatencyObserver
-from processors.openai_llm import ResilientOpenAILLMService
-from processors.prefix_warmer import PrefixWarmer
-from processors.prompt_cache import PromptCache
-from processors.routed_calls import RoutedCallsMixin
-from processors.tool_filler import ToolFiller
-from processors.sentence_chunker import SentenceChunker, SentenceFirstConfig
-from processors.draft_accounting import DraftAccountingMixin
-from processors.withdrawn_drafts import WithdrawnDraftsMixin
-from processors.speculation_stats import SpeculationStats
-from processors.speculative_tts import SpeculativeAudioCache
+from processors.observers.latency import LatencyObserver
+from processors.llm.openai_llm import ResilientOpenAILLMService
+from processors.llm.prefix_warmer import PrefixWarmer
+from processors.llm.prompt_cache import PromptCache
+from processors.llm.routed_calls import RoutedCallsMixin
+from processors.llm.tool_filler import ToolFiller
+from processors.tts.sentence_chunker import SentenceChunker, SentenceFirstConfig
+from processors.speculation.draft_accounting import DraftAccountingMixin
+from processors.speculation.withdrawn_drafts import WithdrawnDraftsMixin
+from processors.speculation.speculation_stats import SpeculationStats
+from processors.speculation.speculative_tts import SpeculativeAudioCache
 
 # brisk: Brisk's pipeline; stock: pipecat at its defaults on the same models; stock_tuned: stock
 # with Brisk's VAD parameters and pipecat's speech-timeout end of turn at Brisk's timeout (what a
@@ -120,10 +120,10 @@ class Resources:
     whisper_model_path: Path
     llm_client: AsyncOpenAI
     llm_model: str
-    whisper_engine: object | None = None  # processors.whisper_engine.WhisperEngine
-    whisper_scheduler: object | None = None  # processors.whisper_scheduler.WhisperScheduler, shared by every call
-    hibari_voice: object | None = None  # processors.hibari_tts voice, when tts_engine == "hibari"
-    phrase_cache: object | None = None  # processors.phrase_cache.PhraseCache for that voice (brisk calls only)
+    whisper_engine: object | None = None  # processors.stt.whisper_engine.WhisperEngine
+    whisper_scheduler: object | None = None  # processors.stt.whisper_scheduler.WhisperScheduler, shared by every call
+    hibari_voice: object | None = None  # processors.tts.hibari_tts voice, when tts_engine == "hibari"
+    phrase_cache: object | None = None  # processors.tts.phrase_cache.PhraseCache for that voice (brisk calls only)
     store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
@@ -143,7 +143,7 @@ class Call:
     processors: list  # in pipeline order, for inspection
     speculation: SpeculationStats | None = None  # this call's drafts; None when speculation is off
     speculative_audio: SpeculativeAudioCache | None = None  # held drafts' prefetched first chunks
-    phrases: object | None = None  # processors.phrase_cache.PhraseStats: texts spoken from the phrase cache
+    phrases: object | None = None  # processors.tts.phrase_cache.PhraseStats: texts spoken from the phrase cache
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
     fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
     control: CallControl | None = None  # what the conversation may do to the call (hand over, hang up)
@@ -151,7 +151,7 @@ class Call:
     filler: ToolFiller | None = None  # brisk: fillers said on slow tool turns
     idle: IdleCaller | None = None  # the quiet-caller prompts
     greeting: asyncio.Task | None = None  # queueing the greeting, held so the loop keeps it
-    recorder: CallRecorder | None = None  # writes the call's record (agent/call_runner.py runs it)
+    recorder: CallRecorder | None = None  # writes the call's record (agent/call/call_runner.py runs it)
 
     async def hang_up(self, reason: str) -> None:
         """The caller is gone: end the call now, even while the bot's own ending still plays out.
@@ -201,7 +201,7 @@ def make_stt(resources: Resources, flavor: Flavor):
     if flavor != "brisk":
         from pipecat.services.whisper.stt import WhisperSTTService
 
-        from processors.segmented_whisper import PreloadedWhisperSTTService
+        from processors.stt.segmented_whisper import PreloadedWhisperSTTService
 
         # pipecat's own segmented Whisper: waits for the VAD stop, then transcribes everything.
         options = {"settings": WhisperSTTService.Settings(model=str(resources.whisper_model_path)),
@@ -210,7 +210,7 @@ def make_stt(resources: Resources, flavor: Flavor):
             return PreloadedWhisperSTTService(model=resources.stock_whisper, **options)
         return WhisperSTTService(**options)  # loads its model now (Runtime.load_stock_whisper shares one)
 
-    from processors.streaming_whisper import StreamingWhisperSTTService
+    from processors.stt.streaming_whisper import StreamingWhisperSTTService
 
     return StreamingWhisperSTTService(
         engine=resources.whisper_engine,
@@ -311,19 +311,19 @@ def make_tts(
     config = resources.config
     engine = config.tts_engine
     if engine == "hibari":
-        from processors.hibari_tts import HibariTTSService
+        from processors.tts.hibari_tts import HibariTTSService
 
         # Stock pipecat has no such cache: the A/B's stock sides synthesise every text.
         phrases = resources.phrase_cache if flavor == "brisk" else None
         return HibariTTSService(voice=resources.hibari_voice, speculative_audio=speculative_audio,
                                 phrase_cache=phrases)
     if engine == "espeak":
-        from processors.espeak_tts import EspeakTTSService, EspeakTTSSettings
+        from processors.tts.espeak_tts import EspeakTTSService, EspeakTTSSettings
 
         return EspeakTTSService(
             settings=EspeakTTSSettings(voice=config.espeak_voice), speculative_audio=speculative_audio
         )
-    from processors.cartesia_tts import PrefetchingCartesiaTTSService
+    from processors.tts.cartesia_tts import PrefetchingCartesiaTTSService
 
     return PrefetchingCartesiaTTSService(
         speculative_audio=speculative_audio,  # None (stock): pipecat's CartesiaTTSService as it is

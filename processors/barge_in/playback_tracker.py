@@ -167,7 +167,7 @@ class PlaybackTracker(FrameProcessor):
         # gate before the transport saw it.
         self._synthesis: dict[int, tuple[float, bool]] = {}
         # Cuts whose decision frame has not come yet: pipecat's InterruptionFrame for a
-        # decision can overtake the decision's own frame (see processors/turn_tagger.py).
+        # decision can overtake the decision's own frame (see processors/barge_in/turn_tagger.py).
         self._awaiting_decision: list[Interruption] = []
         self._segment: int | None = None
         self._playback: dict[int, _Playback] = {}

@@ -41,7 +41,7 @@ from frames.turn import (
     audio_seconds,
     is_bot_turn_frame,
 )
-from processors.stale_turns import StaleTurns
+from processors.barge_in.stale_turns import StaleTurns
 
 
 class StaleTurnGate(FrameProcessor):

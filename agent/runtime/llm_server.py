@@ -1,6 +1,6 @@
 """A supervised local llama.cpp server speaking the OpenAI API on a loopback port.
 
-The server is llama.cpp's own ``llama-server`` (built by agent/llama_build.py), run as a
+The server is llama.cpp's own ``llama-server`` (built by agent/runtime/llama_build.py), run as a
 child process so a crash in native code cannot take the agent down with it. It serves several
 calls at once: ``parallel`` slots decode together (continuous batching), each keeps its own
 prompt cache, a request goes to the idle slot whose cached prompt it shares most of, and no
@@ -26,7 +26,7 @@ import httpx
 import psutil
 from loguru import logger
 
-from agent.models import DEFAULT_CACHE_DIR
+from agent.runtime.models import DEFAULT_CACHE_DIR
 
 # Logs of finished runs kept for a post-mortem; older ones are deleted at start.
 KEPT_LOGS = 5
@@ -123,12 +123,12 @@ class LocalLLMServer:
     ) -> None:
         """
         Args:
-            model_path: the GGUF file (see agent.models.llm_model_path).
+            model_path: the GGUF file (see agent.runtime.models.llm_model_path).
             model_alias: the model name clients send.
             n_ctx: context tokens of each slot (one call's prompt and answer).
             parallel: slots: requests decoded at once, each with its own prompt cache.
             n_threads: decode threads; defaults to the CPUs this process may run on.
-            binary: the llama-server executable (agent.llama_build.find_binary).
+            binary: the llama-server executable (agent.runtime.llama_build.find_binary).
             log_dir: where `llama-server-<alias>-<pid>.log` goes (pid of this process: two
                 agents on one model cache must not truncate and interleave one file); defaults
                 to the model cache.

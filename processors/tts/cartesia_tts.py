@@ -1,7 +1,7 @@
 """pipecat's Cartesia websocket TTS, which also opens a held draft's Cartesia context early.
 
 Consumes: text from pipecat's TTS machinery, as ``CartesiaTTSService`` does; with a
-``SpeculativeAudioCache`` (processors/speculative_tts.py), the held draft's first chunk, which
+``SpeculativeAudioCache`` (processors/speculation/speculative_tts.py), the held draft's first chunk, which
 it sends to Cartesia at once in a context of its own (``draft-<id>``).
 Emits: what ``CartesiaTTSService`` emits. The draft context's audio and word timestamps are
 held until its turn is confirmed; the confirmed turn then *continues that context*: its held
@@ -29,7 +29,7 @@ from pipecat.frames.frames import Frame
 from pipecat.services.cartesia.tts import CartesiaTTSService
 from websockets.protocol import State
 
-from processors.speculative_tts import SpeculativeAudioCache, in_background
+from processors.speculation.speculative_tts import SpeculativeAudioCache, in_background
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""One call: its pipeline assembled, its turns and conversation, its admission, control and lifecycle."""

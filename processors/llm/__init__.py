@@ -1,0 +1,1 @@
+"""The LLM stage: the OpenAI-compatible service, its prompt and cache, grounding facts and the answer check."""

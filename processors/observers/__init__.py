@@ -1,0 +1,1 @@
+"""Observers: per-processor latency and each turn's waterfall, measured from frame events."""

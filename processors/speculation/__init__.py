@@ -1,0 +1,1 @@
+"""Speculative drafts: stable partials start an LLM draft and its first audio, committed or cancelled at turn end."""

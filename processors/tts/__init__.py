@@ -1,0 +1,1 @@
+"""Text to speech: sentence-first chunking and the voices (embedded hibari, espeak-ng, Cartesia)."""
