@@ -47,7 +47,7 @@ def cmd_serve(args) -> int:
     return 0
 
 
-# A recorded caller or a benchmark speaks from the first second, and stock pipecat has no
+# A recorded caller or a benchmark speaks from the first second, and the A/B's baselines have no
 # greeting to compare with: unless the environment says otherwise, neither greets nor asks
 # "Are you still there?" (the server does both, agent/call/conversation.py).
 _SCRIPTED_CALLER = {"BRISK_GREET_FIRST": "false", "BRISK_USER_IDLE_SECS": "0"}
@@ -101,7 +101,7 @@ def cmd_livekit_worker(args) -> int:
     config = load_config()
     _setup_logging(config.log_level)
 
-    from agent.transports.livekit import run_worker
+    from agent.transports.livekit_worker import run_worker
 
     asyncio.run(run_worker(config))
     return 0
@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     llm_build.set_defaults(func=cmd_prepare_llm_server)
 
     worker = sub.add_parser(
-        "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/transports/livekit.py)"
+        "livekit-worker", help="join LiveKit rooms as they are assigned; SIGTERM drains (see agent/transports/livekit_worker.py)"
     )
     worker.set_defaults(func=cmd_livekit_worker)
 
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # agent/bench/ab.py parses its own options: argparse.REMAINDER would refuse a first argument
     # that looks like an option (`bench --quick`), so main() hands over what is left instead.
-    bench = sub.add_parser("bench", help="Brisk vs stock pipecat, side by side (see agent/bench/ab.py)", add_help=False)
+    bench = sub.add_parser("bench", help="the benchmarks: latency side by side with pipecat, understanding, turns (see docs/benchmarks.md)", add_help=False)
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -10,11 +10,12 @@ speak with Cartesia instead of the embedded voice.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.business.model import Business, BusinessError, load_business
@@ -24,6 +25,31 @@ from agent.security.access import is_loopback_host
 
 class ConfigError(Exception):
     """A setting is missing or wrong. The message says which and how to fix it."""
+
+
+class Stage:
+    """A pipeline stage's setting: one of Brisk's own, or "package.module:factory", a function of
+    one's own that makes the stage from the call's resources (agent/call/own_stages.py, docs/extending.md)."""
+
+    PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+    def __init__(self, *choices: str):
+        self.choices = choices
+
+    def __call__(self, value: str) -> str:
+        if value in self.choices or self.PATH.fullmatch(value):
+            return value
+        raise ValueError(f"one of {', '.join(self.choices)}, or package.module:factory for one of your own "
+                         f"(docs/extending.md); got {value!r}")
+
+
+def stage(*choices: str):
+    """The type of a stage's setting (``Stage``)."""
+    return Annotated[str, AfterValidator(Stage(*choices))]
+
+
+VADStage, STTStage, LLMStage = stage("silero"), stage("whisper"), stage("auto")
+TTSStage = stage("auto", "hibari", "espeak", "cartesia")
 
 
 class BriskConfig(BaseSettings):
@@ -40,41 +66,31 @@ class BriskConfig(BaseSettings):
         default_factory=list,
         description="STUN/TURN URLs offered to WebRTC peers; empty = host candidates only (offline).",
     )
-    api_key: str | None = Field(
-        None, description="Bearer key for server-to-server clients: offers and LiveKit tokens without a page's call token."
-    )
+    api_key: str | None = Field(None, description="Bearer key for server-to-server clients: offers and LiveKit tokens without a page's call token.")
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="Origins of the pages that may start calls (https://shop.example); this server's own page always may.",
     )
-    allow_open: bool = Field(
-        False, description="Accept calls with no credential even when reachable from elsewhere (a demo, behind your own gate)."
-    )
+    allow_open: bool = Field(False, description="Accept calls with no credential even when reachable from elsewhere (a demo, behind your own gate).")
     call_token_ttl_secs: int = Field(60, ge=5, description="How long a page's single-use call token stays valid.")
     rate_limit_per_minute: int = Field(
         30, ge=1, description="Requests a minute per client address to each public route group (sessions, offers, ICE, tokens, Twilio)."
     )
     rate_limit_burst: int = Field(10, ge=1, description="Requests a client may make at once before the per-minute rate applies.")
-    turn_secret: str | None = Field(
-        None, description="coturn use-auth-secret: TURN URLs in ice_servers get short-lived credentials made with it."
-    )
+    turn_secret: str | None = Field(None, description="coturn use-auth-secret: TURN URLs in ice_servers get short-lived credentials made with it.")
     turn_ttl_secs: int = Field(3600, ge=60, description="How long a page's TURN credential stays valid.")
     webrtc_input_prefetch_packets: int = Field(
         0, ge=0, le=8,
         description="Later packets a WebRTC call's input audio waits for before a packet goes on to the VAD (aiortc's playout default is 4, ~80 ms); a missing packet is waited for either way.",
     )
-    max_offer_bytes: int = Field(
-        65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413."
-    )
+    max_offer_bytes: int = Field(65536, ge=1024, description="Largest SDP offer accepted; bigger ones get HTTP 413.")
     max_calls: int | None = Field(
         None,
         ge=1,
         description="Calls this process takes at once, over every transport; unset = 1 with the embedded LLM, "
         "3 with an LLM server elsewhere (2 cores: P95 within 1.5x of one call, docs/benchmarks.md, Capacity).",
     )
-    call_idle_timeout_secs: float = Field(
-        60.0, ge=0, description="A call whose caller sends no audio this long is ended (0 = never)."
-    )
+    call_idle_timeout_secs: float = Field(60.0, ge=0, description="A call whose caller sends no audio this long is ended (0 = never).")
     call_max_duration_secs: float = Field(3600.0, ge=0, description="Longest a call may last (0 = no limit).")
     busy_text: str = Field(
         "Sorry, all our lines are busy right now. Please call again in a few minutes.",
@@ -98,6 +114,7 @@ class BriskConfig(BaseSettings):
     )
 
     # --- VAD + turn taking ----------------------------------------------------------------
+    vad: VADStage = Field("silero", description="Voice activity detector: silero (bundled), or package.module:factory making a pipecat VADAnalyzer.")
     vad_confidence: float = Field(0.7, ge=0, le=1, description="Silero speech probability threshold.")
     vad_start_secs: float = Field(0.2, ge=0, description="Speech needed before the VAD says 'started'.")
     vad_stop_secs: float = Field(0.3, ge=0, description="Silence needed before the VAD says 'stopped'.")
@@ -137,12 +154,8 @@ class BriskConfig(BaseSettings):
     )
 
     # --- barge-in -------------------------------------------------------------------------
-    barge_in_min_speech_secs: float = Field(
-        0.3, ge=0, description="Speech over the bot must last this long (VAD-measured) to interrupt it."
-    )
-    barge_in_min_words: int = Field(
-        1, ge=1, description="Words (from partial transcripts) speech over the bot needs to interrupt it."
-    )
+    barge_in_min_speech_secs: float = Field(0.3, ge=0, description="Speech over the bot must last this long (VAD-measured) to interrupt it.")
+    barge_in_min_words: int = Field(1, ge=1, description="Words (from partial transcripts) speech over the bot needs to interrupt it.")
     barge_in_backchannels: list[str] | None = Field(
         None,
         description="Acknowledgements that never interrupt the bot mid-answer (kept in the transcript, "
@@ -150,17 +163,14 @@ class BriskConfig(BaseSettings):
     )
 
     # --- ASR ------------------------------------------------------------------------------
-    whisper_model: Literal["tiny.en", "base"] = Field(
-        "tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate)."
-    )
+    stt: STTStage = Field("whisper", description="Speech to text: whisper (streaming faster-whisper, embedded), or package.module:factory making a pipecat STTService.")
+    whisper_model: Literal["tiny.en", "base"] = Field("tiny.en", description="Embedded Whisper model: tiny.en (fast) or base (more accurate).")
     whisper_threads: int = Field(1, ge=1, description="CPU threads for Whisper (1 leaves a core for the rest).")
     blas_threads: int = Field(
         1, ge=1,
         description="Threads numpy's BLAS may use in the agent process (Whisper's features): with 2, its helper thread spun beside Whisper and took ~20% of a core at the caller's pause (docs/benchmarks.md).",
     )
-    stt_vocabulary: bool = Field(
-        True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords."
-    )
+    stt_vocabulary: bool = Field(True, description="Tell Whisper the business's words (name, items, topics, its vocabulary list) as hotwords.")
     stt_second_opinion: Literal["off", "tiny.en", "base"] = Field(
         "base", description="Whisper model that hears a final again when the first was unsure (beam search); off = never."
     )
@@ -180,23 +190,18 @@ class BriskConfig(BaseSettings):
     stt_review_max_secs: float | None = Field(
         5.0, gt=0, description="Utterances longer than this (seconds of audio) get no second opinion: the turn would wait ~1/3 of their length for it (None = no limit)."
     )
-    stt_doubt_below: float = Field(
-        -0.4, le=0, description="A final whose average token log probability is below this gets the second opinion."
-    )
+    stt_doubt_below: float = Field(-0.4, le=0, description="A final whose average token log probability is below this gets the second opinion.")
     stt_partial_interval_secs: float = Field(
         0.2, gt=0, description="Target cadence of partial transcripts while the user speaks (stretches under load)."
     )
-    stt_preroll_secs: float = Field(
-        1.0, ge=0, description="Audio before the VAD start given to Whisper (the VAD hears a soft first word late)."
-    )
+    stt_preroll_secs: float = Field(1.0, ge=0, description="Audio before the VAD start given to Whisper (the VAD hears a soft first word late).")
     stt_max_utterance_secs: float = Field(
         20.0, gt=1, description="Speech without a pause this long is transcribed so far and continued as a new utterance."
     )
 
     # --- LLM ------------------------------------------------------------------------------
-    llm_base_url: str | None = Field(
-        None, description="OpenAI-compatible endpoint (e.g. https://api.openai.com/v1); unset = embedded LLM."
-    )
+    llm: LLMStage = Field("auto", description="LLM service: auto = the embedded llama.cpp server, or llm_base_url's when set; or package.module:factory making a pipecat LLMService.")
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint (e.g. https://api.openai.com/v1); unset = embedded LLM.")
     llm_api_key: str | None = Field(None, description="API key for llm_base_url.")
     llm_model: str | None = Field(None, description="Model name at llm_base_url (required with it).")
     llm_embedded_model: Literal["qwen-0.5b", "smollm2-135m"] = Field(
@@ -205,12 +210,8 @@ class BriskConfig(BaseSettings):
     llm_threads: int | None = Field(
         None, ge=1, description="CPU threads for the embedded llama.cpp server; unset = half the CPU cores (at least 1)."
     )
-    llm_context_tokens: int = Field(
-        2048, ge=256, description="Context window of each call in the embedded LLM server (one slot's)."
-    )
-    llm_parallel: int | None = Field(
-        None, ge=1, description="Slots of the embedded LLM server (calls decoded at once); unset = max_calls."
-    )
+    llm_context_tokens: int = Field(2048, ge=256, description="Context window of each call in the embedded LLM server (one slot's).")
+    llm_parallel: int | None = Field(None, ge=1, description="Slots of the embedded LLM server (calls decoded at once); unset = max_calls.")
     llm_max_tokens: int = Field(150, ge=1, description="Cap on tokens per answer (spoken answers stay short).")
     llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
     llm_connect_timeout_secs: float = Field(2.0, gt=0, description="HTTP connect timeout to the LLM.")
@@ -219,18 +220,14 @@ class BriskConfig(BaseSettings):
         None,
         description="The business file (YAML: name, hours, prices, policies, ...); unset = the Harbor Lane Bikes example.",
     )
-    fast_path: bool = Field(
-        True, description="Answer the business file's frequent questions (intents) from its facts, without the LLM."
-    )
+    fast_path: bool = Field(True, description="Answer the business file's frequent questions (intents) from its facts, without the LLM.")
     understanding: Literal["meaning", "words"] = Field(
         "meaning", description="How a caller's words find the business's facts: meaning (a sentence-embedding model) and words, or words alone."
     )
     hedged_answers: Literal["auto", "on", "off"] = Field(
         "auto", description="A question near a fact but not plainly about it: on = the fast path says that fact with a hedge and a person; off = the LLM answers from the facts; auto = on with the embedded LLM, off with BRISK_LLM_BASE_URL."
     )
-    llm_grounding: bool = Field(
-        True, description="Give the LLM the business facts each question is about, and the caller's date, next to it."
-    )
+    llm_grounding: bool = Field(True, description="Give the LLM the business facts each question is about, and the caller's date, next to it.")
     llm_facts_prefill: bool = Field(
         False,
         description="Read a question's facts into the LLM server's prompt cache while the caller still speaks (off: see docs/benchmarks.md).",
@@ -239,42 +236,26 @@ class BriskConfig(BaseSettings):
         True, description="Hold each LLM answer to the facts; an unsupported one is replaced by the business's unknown_answer."
     )
     llm_fact_lines: int = Field(3, ge=1, description="Most fact lines retrieved from the business file for one question.")
-    system_prompt: str | None = Field(
-        None, description="System prompt; unset = generated from the business file (keep it free of clock times)."
-    )
+    system_prompt: str | None = Field(None, description="System prompt; unset = generated from the business file (keep it free of clock times).")
     apology_text: str = Field(
         "Sorry, I'm having trouble answering right now. Please try again in a moment.",
         description="Spoken when the LLM fails mid-call, so the caller never hears silence.",
     )
-    llm_history_turns: int = Field(
-        8, ge=0, description="Most past turns (question + answer) kept in the prompt; older ones are dropped."
-    )
-    llm_history_trim_batch: int = Field(
-        4, ge=1, description="Turns dropped at a time once llm_history_turns is exceeded (keeps the prefix cached)."
-    )
-    llm_warm_up: bool = Field(
-        True, description="Send a 1-token request at call start so the system prompt is in the prefix cache."
-    )
-    llm_rewarm_secs: float = Field(
-        240.0, ge=0, description="Re-warm the prefix cache after this long without a request (0 = never)."
-    )
+    llm_history_turns: int = Field(8, ge=0, description="Most past turns (question + answer) kept in the prompt; older ones are dropped.")
+    llm_history_trim_batch: int = Field(4, ge=1, description="Turns dropped at a time once llm_history_turns is exceeded (keeps the prefix cached).")
+    llm_warm_up: bool = Field(True, description="Send a 1-token request at call start so the system prompt is in the prefix cache.")
+    llm_rewarm_secs: float = Field(240.0, ge=0, description="Re-warm the prefix cache after this long without a request (0 = never).")
 
     # --- speculation (drafts from stable partial transcripts) -----------------------------
-    speculation: bool = Field(
-        True, description="Start the LLM on stable partial transcripts; a draft is kept only if the final matches."
-    )
-    speculation_stable_partials: int = Field(
-        2, ge=1, description="K: consecutive partials that must end with the same characters to be stable."
-    )
+    speculation: bool = Field(True, description="Start the LLM on stable partial transcripts; a draft is kept only if the final matches.")
+    speculation_stable_partials: int = Field(2, ge=1, description="K: consecutive partials that must end with the same characters to be stable.")
     speculation_tail_chars: int = Field(8, ge=1, description="N: trailing characters compared between partials.")
     speculation_min_chars: int = Field(6, ge=0, description="M: shortest partial worth a draft.")
     speculation_end_words: list[str] = Field(
         default_factory=lambda: ["right?", "that's it", "please"],
         description="Phrases that make a partial stable at once when it ends with one (empty = off).",
     )
-    speculation_silence_secs: float = Field(
-        0.25, ge=0, description="Silence after a partial that makes it stable (0 = off)."
-    )
+    speculation_silence_secs: float = Field(0.25, ge=0, description="Silence after a partial that makes it stable (0 = off).")
     speculation_question_min_chars: int = Field(
         30, ge=0, description="A partial ending in '?' with at least this many characters is stable (0 = off)."
     )
@@ -289,54 +270,36 @@ class BriskConfig(BaseSettings):
     )
 
     # --- speaking ---------------------------------------------------------------------------
-    first_chunk_min_words: int = Field(
-        2, ge=1, description="Words a first clause needs before a comma/colon/dash sends it to TTS."
-    )
-    first_chunk_word_cap: int = Field(
-        8, ge=1, description="With no punctuation yet, the first chunk goes to TTS after about this many words."
-    )
+    first_chunk_min_words: int = Field(2, ge=1, description="Words a first clause needs before a comma/colon/dash sends it to TTS.")
+    first_chunk_word_cap: int = Field(8, ge=1, description="With no punctuation yet, the first chunk goes to TTS after about this many words.")
 
     # --- TTS ------------------------------------------------------------------------------
-    tts: Literal["auto", "hibari", "espeak", "cartesia"] = Field(
-        "auto", description="Voice: auto = cartesia if cartesia_api_key is set, else hibari."
+    tts: TTSStage = Field(
+        "auto", description="Voice: auto = cartesia if cartesia_api_key is set, else hibari; or package.module:factory making a pipecat TTSService."
     )
     espeak_voice: str = Field("en-us", description="espeak-ng voice for tts=espeak.")
     tts_phrase_cache_mb: float = Field(
         16.0, ge=0, description="hibari: speech kept for texts said again (fixed answers, the greeting), shared by every call, in MiB (0 = off)."
     )
     cartesia_api_key: str | None = Field(None, description="Cartesia API key; setting it switches TTS to Cartesia.")
-    cartesia_voice_id: str = Field(
-        "71a7ad14-091c-4e8e-a314-022ece01c121", description="Cartesia voice id."
-    )
+    cartesia_voice_id: str = Field("71a7ad14-091c-4e8e-a314-022ece01c121", description="Cartesia voice id.")
     cartesia_model: str = Field("sonic-2", description="Cartesia model id.")
-    cartesia_url: str = Field(
-        "wss://api.cartesia.ai/tts/websocket", description="Cartesia websocket URL (a stand-in in tests)."
-    )
+    cartesia_url: str = Field("wss://api.cartesia.ai/tts/websocket", description="Cartesia websocket URL (a stand-in in tests).")
 
     # --- phone (Twilio Media Streams) -----------------------------------------------------
     public_url: str | None = Field(
         None,
         description="URL Twilio reaches this server at (https://brisk.example.com); unset = the request's Host.",
     )
-    twilio_auth_token: str | None = Field(
-        None, description="Twilio auth token: webhooks must then carry a valid X-Twilio-Signature."
-    )
+    twilio_auth_token: str | None = Field(None, description="Twilio auth token: webhooks must then carry a valid X-Twilio-Signature.")
 
     # --- LiveKit --------------------------------------------------------------------------
-    livekit_url: str | None = Field(
-        None, description="LiveKit server the worker joins rooms on (ws://livekit:7880); enables the token route."
-    )
-    livekit_public_url: str | None = Field(
-        None, description="LiveKit URL handed to callers with their token; unset = livekit_url."
-    )
+    livekit_url: str | None = Field(None, description="LiveKit server the worker joins rooms on (ws://livekit:7880); enables the token route.")
+    livekit_public_url: str | None = Field(None, description="LiveKit URL handed to callers with their token; unset = livekit_url.")
     livekit_api_key: str | None = Field(None, description="LiveKit API key.")
     livekit_api_secret: str | None = Field(None, description="LiveKit API secret.")
-    livekit_agent_name: str = Field(
-        "", description="Worker agent name: set = explicit dispatch (caller tokens name it); empty = every room."
-    )
-    livekit_load_threshold: float = Field(
-        0.75, gt=0, le=1, description="A worker takes no new room once rooms in progress / max_calls reach this."
-    )
+    livekit_agent_name: str = Field("", description="Worker agent name: set = explicit dispatch (caller tokens name it); empty = every room.")
+    livekit_load_threshold: float = Field(0.75, gt=0, le=1, description="A worker takes no new room once rooms in progress / max_calls reach this.")
     livekit_drain_timeout_secs: float = Field(
         300.0, ge=0, description="On SIGTERM a worker waits this long for its rooms to end before leaving them."
     )
@@ -389,14 +352,10 @@ class BriskConfig(BaseSettings):
         None, description="Number a phone caller is put through to with <Dial> (E.164: +15550100); unset = no phone transfer."
     )
     twilio_account_sid: str | None = Field(None, description="Twilio account SID, for the REST API (the transfer).")
-    twilio_api_url: str = Field(
-        "https://api.twilio.com", description="Twilio's REST API base URL (a local stand-in in tests)."
-    )
+    twilio_api_url: str = Field("https://api.twilio.com", description="Twilio's REST API base URL (a local stand-in in tests).")
 
     # --- operations -----------------------------------------------------------------------
-    otlp_endpoint: str | None = Field(
-        None, description="OpenTelemetry collector, OTLP/HTTP (http://collector:4318); unset = no traces."
-    )
+    otlp_endpoint: str | None = Field(None, description="OpenTelemetry collector, OTLP/HTTP (http://collector:4318); unset = no traces.")
 
     @field_validator("log_level")
     @classmethod
@@ -425,7 +384,7 @@ class BriskConfig(BaseSettings):
             # `python -m agent bench --concurrency 1,2,3,4` on 2 cores: with the embedded LLM
             # sharing the cores, two calls already take 2.6x one call's P95; with the LLM on
             # another machine, three calls stay within 1.5x.
-            self.max_calls = 1 if not self.llm_base_url else 3
+            self.max_calls = 1 if self.embedded_llm else 3
         if self.llm_base_url and not self.llm_model:
             raise ValueError("llm_base_url is set but llm_model is not: set BRISK_LLM_MODEL too")
         if (self.llm_api_key or self.llm_model) and not self.llm_base_url:
@@ -461,7 +420,12 @@ class BriskConfig(BaseSettings):
     @property
     def embedded_llm(self) -> bool:
         """True when Brisk runs its own llama.cpp server."""
-        return not self.llm_base_url
+        return not self.llm_base_url and self.llm == "auto"
+
+    @property
+    def openai_llm(self) -> bool:
+        """True when the LLM is Brisk's own OpenAI-compatible service, whose server caches prompts."""
+        return self.llm == "auto"
 
     @property
     def hedges(self) -> bool:
@@ -494,8 +458,8 @@ class BriskConfig(BaseSettings):
         return max(1, len(os.sched_getaffinity(0)) // 2)
 
     @property
-    def tts_engine(self) -> Literal["hibari", "espeak", "cartesia"]:
-        """The voice actually used, with 'auto' resolved."""
+    def tts_engine(self) -> str:
+        """The voice actually used, with 'auto' resolved: hibari, espeak, cartesia or one's own factory."""
         if self.tts == "auto":
             return "cartesia" if self.cartesia_api_key else "hibari"
         return self.tts

@@ -14,7 +14,7 @@ import re
 import typing
 from pathlib import Path
 
-from agent.config import BriskConfig
+from agent.config import BriskConfig, Stage
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 COMMAND = "python -m agent config-docs"
@@ -39,6 +39,14 @@ in [security](security.md).
 
 # A default that is a credential would be printed for anyone to read: show that one is set, never it.
 _SECRET_NAME = re.compile(r"key|token|secret|password")
+
+
+def _stage_name(field) -> str | None:
+    """A stage's setting (``agent.config.Stage``): its own choices, then what a factory of one's own is."""
+    for meta in field.metadata:
+        if isinstance(getattr(meta, "func", None), Stage):
+            return " | ".join((*meta.func.choices, "module:factory"))
+    return None
 
 
 def _type_name(annotation) -> str:
@@ -74,7 +82,7 @@ def render() -> str:
     """The page's Markdown: the fixed header, then one row per setting in declaration order."""
     rows = []
     for name, field in BriskConfig.model_fields.items():
-        variable, kind = f"`{PREFIX}{name.upper()}`", f"`{_type_name(field.annotation)}`"
+        variable, kind = f"`{PREFIX}{name.upper()}`", f"`{_stage_name(field) or _type_name(field.annotation)}`"
         cells = [variable, kind, _default(name, field), field.description]
         rows.append("| " + " | ".join(_cell(cell or "") for cell in cells) + " |")
     return HEADER + "\n".join(rows) + "\n"

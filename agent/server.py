@@ -22,7 +22,7 @@ from loguru import logger
 from agent.call.admission import CallAdmission
 from agent.config import BriskConfig
 from agent.metrics import BriskMetrics, setup_tracing
-from agent.call.pipeline import Flavor
+from agent.call.pipeline import BuildCall, build_call
 from agent.records.api import operator_check, operator_only, records_router
 from agent.runtime.runtime import Runtime
 from agent.security.access import Access
@@ -37,8 +37,9 @@ def web_dir():
     return resources.files("web")
 
 
-def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flavor = "brisk") -> FastAPI:
-    """The FastAPI app. Pass a started ``runtime`` to share one (tests, bench); else it starts its own."""
+def create_app(config: BriskConfig, runtime: Runtime | None = None, build: BuildCall = build_call) -> FastAPI:
+    """The FastAPI app. Pass a started ``runtime`` to share one (tests, bench); else it starts its own.
+    ``build`` assembles every call of every transport (docs/extending.md)."""
     owns_runtime = runtime is None
     runtime = runtime or Runtime(config)
     # One limit for every transport of this process, taken before any pipeline is built.
@@ -51,7 +52,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         ice_servers=config.ice_servers,
         max_offer_bytes=config.max_offer_bytes,
         max_duration_s=max_duration,
-        flavor=flavor,
+        build=build,
         access=access,
         page_ice_servers=lambda: page_ice_servers(config.ice_servers, config.turn_secret, config.turn_ttl_secs),
     )
@@ -63,7 +64,7 @@ def create_app(config: BriskConfig, runtime: Runtime | None = None, flavor: Flav
         admission=admission,
         busy_text=config.busy_text,
         max_duration_s=max_duration,
-        flavor=flavor,
+        build=build,
         access=access,
     )
     metrics = BriskMetrics(tracer=setup_tracing(config.otlp_endpoint))

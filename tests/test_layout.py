@@ -5,6 +5,7 @@ lazy import that closes a cycle counts like any other.
 """
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -89,8 +90,8 @@ def test_imports_run_one_way_frames_then_processors_then_agent(graph):
 
 
 def test_nothing_in_the_product_imports_the_benches(graph):
-    # The CLI hands `agent bench` its arguments; the old flat commands are kept as shims.
-    allowed = {"agent.cli", "agent.bench_phone", "agent.bench_overhead"}
+    # The CLI hands `agent bench` its arguments.
+    allowed = {"agent.cli"}
     wrong = [
         (module, dep)
         for module, deps in graph.items()
@@ -99,6 +100,41 @@ def test_nothing_in_the_product_imports_the_benches(graph):
         and module not in allowed
     ]
     assert wrong == []
+
+
+def names_in_code(tree: ast.AST) -> set[str]:
+    """The names and string literals of a module, its docstrings and comments left out."""
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.add(node.value)
+    return found
+
+
+def test_the_product_builds_brisk_only_and_the_baselines_live_in_the_bench():
+    baseline = re.compile(r"stock|segmented_whisper|PreloadedWhisper", re.IGNORECASE)
+    naming = {
+        name: sorted(n for n in names_in_code(ast.parse(path.read_text())) if baseline.search(n))
+        for name, path in modules().items()
+        if not (name == "agent.bench" or name.startswith("agent.bench."))
+    }
+    assert {name: found for name, found in naming.items() if found} == {}
+    assert not any("flavor" in n for n in names_in_code(ast.parse((ROOT / "agent/server.py").read_text())))
 
 
 def test_every_source_file_says_what_it_is_and_stays_readable():

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from unittest import mock
 
 import httpx
@@ -33,18 +34,10 @@ from openai import AsyncOpenAI
 from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.metrics import BriskMetrics
-from agent.call.pipeline import Resources
+from agent.call.resources import Resources
 from agent.runtime.runtime import Runtime
-from agent.transports import livekit as livekit_module
-from agent.transports.livekit import (
-    LiveKitWorker,
-    RoomJob,
-    job_resources,
-    participant_token,
-    run_room,
-    token_router,
-    worker_app,
-)
+from agent.transports.livekit import RoomJob, job_resources, participant_token, run_room, token_router
+from agent.transports.livekit_worker import LiveKitWorker, worker_app
 from tests.fakes.livekit_rooms import Rooms, bare_call, eventually, offer
 from tests.fakes.livekit_server import FakeLiveKitServer
 
@@ -396,14 +389,13 @@ async def test_the_worker_reports_its_livekit_state_on_healthz_and_serves_metric
     assert (public.status_code, public.json()) == (503, {"ready": False})
 
 
-async def test_a_room_that_cannot_be_joined_ends_with_an_error(livekit, monkeypatch):
-    monkeypatch.setattr(livekit_module, "build_call", bare_call)
+async def test_a_room_that_cannot_be_joined_ends_with_an_error(livekit):
     token = api.AccessToken(KEY, SECRET).with_identity("brisk-agent-AJ_9").to_jwt()
     job = RoomJob("AJ_9", "nowhere", livekit.url, token, "brisk-agent-AJ_9")
 
     # The fake serves no room signalling: pipecat's transport tries, gives up, and the room ends.
     with pytest.raises(ConnectionError, match="could not join room nowhere"):
-        await asyncio.wait_for(run_room(None, job), 60)
+        await asyncio.wait_for(run_room(SimpleNamespace(config=load_config()), job, build=bare_call), 60)
 
 
 async def test_each_room_gets_an_llm_client_of_its_own_on_the_same_server(tmp_path):

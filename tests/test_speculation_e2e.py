@@ -91,7 +91,7 @@ def speculate(monkeypatch) -> Callable[..., list[SpeculativeUserTurnStopStrategy
     def install(**kwargs) -> list[SpeculativeUserTurnStopStrategy]:
         made: list[SpeculativeUserTurnStopStrategy] = []
 
-        def make_turn_strategies(config, flavor, speculation=None, audio_check=None):
+        def make_turn_strategies(config, speculation=None, audio_check=None):
             # ``speculation``: the call's stats once build_call makes them (the proposed wiring).
             strategy = SpeculativeUserTurnStopStrategy(
                 **{"user_speech_timeout": config.turn_stop_timeout_secs, "stats": speculation, **kwargs}

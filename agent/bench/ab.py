@@ -260,12 +260,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=_levels, default=None, metavar="1,2,3,4",
                         help="capacity instead of the A/B: that many calls at once per level, "
                              f"{capacity.QUESTIONS_PER_CALL} questions each (JSON key \"concurrency\")")
-    parser.add_argument("--suite", choices=("ab", "faq", "turns", "threads"), default="ab",
+    parser.add_argument("--suite", choices=("ab", "faq", "turns", "threads", "phone", "overhead"), default="ab",
                         help="ab: Brisk vs stock on the latency corpus (default); faq: spoken questions about the "
                              "business, graded for right and wrong facts (JSON key \"faq\", agent/bench/faq.py); "
                              "turns: end-of-turn policies on the same audio, false cut-offs and delay "
                              "(JSON key \"turns\", agent/bench/turns.py); threads: the embedded LLM's speed per "
-                             "thread count, alone and next to Whisper (JSON key \"threads\", agent/bench/threads.py)")
+                             "thread count, alone and next to Whisper (JSON key \"threads\", agent/bench/threads.py); "
+                             "phone: the phone path's front end, 8 kHz vs 16 kHz (JSON key \"phone\", agent/bench/phone.py); "
+                             "overhead: per-processor microseconds per frame (JSON key \"processor_overhead\", "
+                             "agent/bench/overhead.py)")
+    parser.add_argument("--whisper-model", choices=("tiny.en", "base"), default=None,
+                        help="--suite phone: the Whisper model (default: BRISK_WHISPER_MODEL or tiny.en)")
+    parser.add_argument("--frames", type=int, default=None, help="--suite overhead: frames per measurement")
+    parser.add_argument("--repeats", type=int, default=None, help="--suite overhead: measurements per case")
     parser.add_argument("--business", action="append", default=None, metavar="FILE",
                         help="the business file to ask, with its questions beside it: --suite faq reads "
                              "shop.faq.yaml (repeat for several), the A/B shop.bench.yaml (default: the shipped "
@@ -291,6 +298,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--suite turns takes --turns and --json only")
     if args.suite == "threads" and (args.quick or args.concurrency or args.llm or args.turns):
         parser.error("--suite threads takes --json only")
+    if args.suite == "phone" and (args.concurrency or args.llm):
+        parser.error("--suite phone takes --quick, --turns, --whisper-model and --json only")
+    if args.suite == "overhead" and (args.quick or args.concurrency or args.llm or args.turns):
+        parser.error("--suite overhead takes --frames, --repeats and --json only")
+    if args.whisper_model and args.suite != "phone":
+        parser.error("--whisper-model is for --suite phone")
+    if (args.frames or args.repeats) and args.suite != "overhead":
+        parser.error("--frames and --repeats are for --suite overhead")
     if args.llm is None:
         args.llm = "scripted" if args.quick else "embedded"
     if args.turns is None and args.quick:
@@ -317,6 +332,10 @@ def main(argv: list[str]) -> int:
         return _turns_main(args, started)
     if args.suite == "threads":
         return _threads_main(args, started)
+    if args.suite == "phone":
+        return _phone_main(args, started)
+    if args.suite == "overhead":
+        return _overhead_main(args, started)
     result = asyncio.run(
         run_bench(llm=args.llm, turns=args.turns, quick=args.quick,
                   ttft_ms=args.scripted_ttft_ms, tokens_per_s=args.scripted_tokens_per_s,
@@ -394,6 +413,25 @@ def _threads_main(args: argparse.Namespace, started: float) -> int:
     machine["wall_s"] = round(time.monotonic() - started, 1)
     print(threads.format_threads(suite))
     _write_json({"threads": suite, "machine": machine}, args.json_path)
+    return 0
+
+
+def _phone_main(args: argparse.Namespace, started: float) -> int:
+    overrides = {"whisper_model": args.whisper_model} if args.whisper_model else {}
+    machine = machine_info()
+    suite = asyncio.run(phone.measure(select(args.turns, args.quick), load_config(**overrides)))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    print(phone.format_phone(suite))
+    _write_json({"phone": suite, "machine": machine}, args.json_path)
+    return 0
+
+
+def _overhead_main(args: argparse.Namespace, started: float) -> int:
+    machine = machine_info()
+    suite = asyncio.run(overhead.measure(args.frames or overhead.DEFAULT_FRAMES, args.repeats or overhead.DEFAULT_REPEATS))
+    machine["wall_s"] = round(time.monotonic() - started, 1)
+    print(overhead.format_overhead(suite))
+    _write_json({"processor_overhead": suite, "machine": machine}, args.json_path)
     return 0
 
 

@@ -237,7 +237,7 @@ async def run_barge_in(config, runtime, *, interruptions: int, backchannels: int
             config=resources.config.model_copy(update={"fast_path": False}),
         )
         try:
-            async with running_server(config, shared, "brisk") as (base_url, app):
+            async with running_server(config, shared) as (base_url, app):
                 result = await _call(base_url, app, interruptions, backchannels, log)
         finally:
             await client.close()

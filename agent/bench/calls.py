@@ -21,6 +21,7 @@ from agent.bench.meters import LLMMeter, LLMUsageObserver, facts_prefill, prefix
 from agent.bench.report import WAYPOINTS
 from agent.bench.scripted_llm import ScriptedLLM
 from agent.bench.stats import word_error_rate
+from agent.bench.stock import call_builder, load_segmented_whisper
 from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 
 LISTEN_S = 0.3  # scripted: how much of the answer to hear before hanging up
@@ -218,7 +219,9 @@ async def start_rig(stack, config, runtime, scripted_llm: ScriptedLLM | None, fl
 
     sides = {}
     for flavor in flavors:
-        base_url, app = await stack.enter_async_context(running_server(config, runtime, flavor))
+        if flavor != "brisk":
+            await load_segmented_whisper(runtime.resources)
+        base_url, app = await stack.enter_async_context(running_server(config, runtime, call_builder(flavor)))
         sides[flavor] = Side(flavor, base_url, app)
     blas = {flavor: config.blas_threads if flavor == "brisk" else runtime.blas_threads_at_start for flavor in flavors}
     return Rig(sides, meter, llm_server.pid if llm_server else None, scripted_llm, reset_llm_cache, blas)

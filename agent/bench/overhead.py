@@ -1,6 +1,6 @@
 """Per-processor overhead: frames/s and µs per frame through each processor of Brisk, alone.
 
-    python -m agent.bench_overhead [--frames N] [--repeats R] [--json PATH]
+    python -m agent bench --suite overhead [--frames N] [--repeats R] [--json PATH]
 
 The processors are those of Brisk's default pipeline, built by ``agent.call.pipeline.build_call``
 (so a processor wired in later is measured without touching this file), in pipeline order,
@@ -24,12 +24,9 @@ once pipecat has queued its events to the observer's task).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
-import json
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -195,7 +192,8 @@ def brisk_pipeline_factory() -> Callable[[], list[FrameProcessor]]:
     from pipecat.transports.base_output import BaseOutputTransport
 
     from agent.config import load_config
-    from agent.call.pipeline import Resources, build_call
+    from agent.call.pipeline import build_call
+    from agent.call.resources import Resources
     from processors.tts.hibari_tts import load_voice
     from processors.llm.openai_llm import make_openai_client
 
@@ -212,7 +210,7 @@ def brisk_pipeline_factory() -> Callable[[], list[FrameProcessor]]:
     skip = (PipelineSource, PipelineSink, RTVIProcessor, BaseInputTransport, BaseOutputTransport)
 
     def build() -> list[FrameProcessor]:
-        call = build_call(resources, _BareTransport(), flavor="brisk")
+        call = build_call(resources, _BareTransport())
         return [p for p in _leaves(call.worker.pipeline) if not isinstance(p, skip)]
 
     return build
@@ -327,25 +325,3 @@ def format_overhead(result: dict) -> str:
         f"  one-hop pipeline with vs without it; callbacks alone {obs['callback_us_per_event']} µs/event"
     )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.bench_overhead", description=__doc__.split("\n")[0])
-    parser.add_argument("--frames", type=int, default=DEFAULT_FRAMES)
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    parser.add_argument("--json", dest="json_path", default=None)
-    args = parser.parse_args(argv)
-    from loguru import logger
-
-    logger.remove()
-    logger.add(sys.stderr, level="ERROR")
-    result = asyncio.run(measure(args.frames, args.repeats))
-    print(format_overhead(result))
-    if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump(result, f, indent=2)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The phone path's first partial: 8 kHz mu-law in against 16 kHz in, on the real VAD and STT.
 
-    python -m agent.bench_phone [--quick] [--turns N] [--whisper-model tiny.en|base] [--json PATH]
+    python -m agent bench --suite phone [--quick] [--turns N] [--whisper-model tiny.en|base] [--json PATH]
 
 Each bench corpus utterance is played in real time (20 ms frames on an absolute schedule) into
 Brisk's front end, pipecat's Silero VAD then the streaming Whisper STT with the configured
@@ -22,14 +22,10 @@ frame holding the first speech sample reached the STT:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import bisect
-import json
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import soxr
@@ -42,11 +38,11 @@ from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FrameP
 from pipecat.processors.audio.vad_processor import VADProcessor
 
 from agent.audio import speech_segments
-from agent.bench.corpus import Utterance, render, select
+from agent.bench.corpus import Utterance, render
 from agent.bench.overhead import feed_pipeline
 from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.config import BriskConfig, load_config
-from agent.call.pipeline import make_vad
+from agent.call.stages import make_vad
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from processors.stt.whisper_engine import WhisperEngine, WhisperResult, whisper_input
@@ -172,7 +168,7 @@ async def _play(
             )
         await worker.queue_frame(EndFrame())
 
-    vad = VADProcessor(vad_analyzer=make_vad(config, "brisk"))
+    vad = VADProcessor(vad_analyzer=make_vad(config))
     await feed_pipeline([vad, stt], feed, sample_rate=rate, observers=[timeline])
     return timeline, recording
 
@@ -250,29 +246,3 @@ def format_phone(result: dict) -> str:
         f"8 kHz PCM {whole['8k_pcm']:.1%}, 8 kHz mu-law {whole['8k_ulaw']:.1%}"
     )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.bench_phone", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the bench's quick subset (8 utterances)")
-    parser.add_argument("--turns", type=int, default=None, help="utterances (default: the whole corpus)")
-    parser.add_argument("--whisper-model", choices=("tiny.en", "base"), default=None,
-                        help="Whisper model (default: BRISK_WHISPER_MODEL or tiny.en)")
-    parser.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
-    args = parser.parse_args(argv)
-    from loguru import logger
-
-    logger.remove()
-    logger.add(sys.stderr, level="ERROR")
-    overrides = {"whisper_model": args.whisper_model} if args.whisper_model else {}
-    result = asyncio.run(measure(select(args.turns, args.quick), load_config(**overrides)))
-    print(format_phone(result))
-    if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
-        print(f"JSON written to {args.json_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

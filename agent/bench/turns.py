@@ -55,7 +55,7 @@ from agent.bench.corpus import Utterance, arctic_a0009_path, spoken
 from agent.bench.overhead import feed_pipeline
 from agent.bench.stats import fmt, percentiles
 from agent.config import BriskConfig, load_config
-from agent.call.pipeline import make_vad
+from agent.call.stages import make_vad
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.smart_turn_check import SmartTurnCheck
@@ -219,7 +219,7 @@ async def play(clip: TurnClip, engine, config: BriskConfig,
                                      partial_interval_s=config.stt_partial_interval_secs,
                                      max_utterance_s=config.stt_max_utterance_secs,
                                      preroll_s=config.stt_preroll_secs)
-    vad = VADProcessor(vad_analyzer=make_vad(config, "brisk"))
+    vad = VADProcessor(vad_analyzer=make_vad(config))
     started: list[float] = []
 
     async def feed(worker):

@@ -28,6 +28,8 @@ async def run_call(call: Call, *, label: str, ticket: Ticket | None, max_duratio
 
         def over_time():
             logger.warning(f"{label}: reached the maximum call duration ({max_duration_s:g} s); ending it")
+            if call.control is not None and call.control.ended_by is None:
+                call.control.ended_by = "max_duration"  # what the call's record says ended it
             ending.append(loop.create_task(call.worker.cancel(reason="maximum call duration")))
 
         limit = loop.call_later(max_duration_s, over_time)

@@ -1,5 +1,5 @@
 """How a call's turns start and end: the user turn strategies, the continuation of a turn cut
-by a pause, and the keypad's digits as words; Brisk's and stock pipecat's.
+by a pause, and the keypad's digits as words.
 
 ``agent/call/pipeline.py`` puts these in each call's pipeline; ``python -m agent bench --suite turns``
 runs the stop strategies on the same audio to compare them.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pipecat.processors.aggregators.dtmf_aggregator import DTMFAggregator
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
@@ -24,15 +23,10 @@ from processors.speculation.stable_partials import StabilityConfig
 
 
 def make_turn_strategies(
-    config: BriskConfig, flavor: str, speculation: SpeculationStats | None = None,
+    config: BriskConfig, speculation: SpeculationStats | None = None,
     audio_check: SmartTurnCheck | None = None,
 ) -> UserTurnStrategies:
     """``audio_check``: the process's Smart Turn model (``Resources.turn_check``), None = words only."""
-    if flavor == "stock":
-        return UserTurnStrategies()  # pipecat defaults: VAD/transcription start, Smart Turn v3 stop
-    if flavor == "stock_tuned":
-        # What a pipecat user who tunes for speed picks: pipecat's speech timeout at Brisk's.
-        return UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)])
     # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
     # "incomplete" 40% of the time (docs/benchmarks.md, End of turn); a short silence timeout does not.
     if speculation is None:
@@ -66,16 +60,14 @@ def make_turn_strategies(
     )
 
 
-def make_continuation(config: BriskConfig, flavor: str, context: LLMContext) -> list:
-    """A caller going on after a pause gets one answer to the whole question; stock has none."""
-    if flavor != "brisk" or config.turn_continuation_window_secs <= 0:
+def make_continuation(config: BriskConfig, context: LLMContext) -> list:
+    """A caller going on after a pause gets one answer to the whole question."""
+    if config.turn_continuation_window_secs <= 0:
         return []
     return [TurnContinuation(context, window_s=config.turn_continuation_window_secs,
                              heard_s=config.turn_continuation_heard_secs, redo_calls=REDO_CALLS)]
 
 
-def make_dtmf(config: BriskConfig, flavor: str) -> list:
-    """Keypad digits become the caller's words ("DTMF: 4572#"), pipecat's way; stock has none."""
-    if flavor != "brisk":
-        return []
+def make_dtmf(config: BriskConfig) -> list:
+    """Keypad digits become the caller's words ("DTMF: 4572#"), pipecat's way."""
     return [DTMFAggregator(timeout=config.dtmf_timeout_secs)]

@@ -16,7 +16,7 @@ import numpy as np
 from agent.audio import read_wav, speech_segments, write_wav
 from agent.config import BriskConfig
 from agent.caller.loopback import serve_app
-from agent.call.pipeline import INPUT_SAMPLE_RATE, Flavor
+from agent.call.pipeline import INPUT_SAMPLE_RATE, BuildCall, build_call
 from agent.runtime.runtime import Runtime
 from agent.server import create_app
 from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
@@ -26,11 +26,9 @@ TURN_GAP_S = 1.5
 
 
 @asynccontextmanager
-async def running_server(config: BriskConfig, runtime: Runtime, flavor: Flavor = "brisk"):
+async def running_server(config: BriskConfig, runtime: Runtime, build: BuildCall = build_call):
     """A Brisk server on a free loopback port inside this event loop; yields (base_url, app)."""
-    if flavor != "brisk":
-        await runtime.load_stock_whisper()
-    app = create_app(config, runtime=runtime, flavor=flavor)
+    app = create_app(config, runtime=runtime, build=build)
     async with serve_app(app) as base_url:
         yield base_url, app
 

@@ -55,7 +55,18 @@ class CallRecords:
         self.webhook = webhook
         self.engine = open_engine(url)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop start() ran on, the sender's
         self.delivery_owed = asyncio.Event()  # set when a delivery is queued, for the webhook sender
+        self._wake = self.delivery_owed.set
+
+    def for_another_loop(self) -> "CallRecords":
+        """The same records, for calls run on another thread's event loop (a LiveKit room's job):
+        an engine of its own, since a pooled connection belongs to the loop that opened it, and a
+        queued delivery wakes this process's one webhook sender on its own loop. Already started."""
+        twin = CallRecords(self.url, instance=self.instance, webhook=self.webhook)
+        loop = asyncio.get_running_loop() if self._loop is None else self._loop
+        twin._wake = lambda: loop.call_soon_threadsafe(self.delivery_owed.set)
+        return twin
 
     @classmethod
     def for_config(cls, database_url: str | None, data_dir: Path, **options) -> "CallRecords":
@@ -66,6 +77,7 @@ class CallRecords:
 
     async def start(self) -> int:
         """Migrate, then mark this server's calls left in progress by a crash as failed; returns how many."""
+        self._loop = asyncio.get_running_loop()
         async with self.engine.begin() as connection:
             await connection.run_sync(_upgrade)
         async with self._sessions() as session, session.begin():
@@ -131,7 +143,7 @@ class CallRecords:
     def _wake_sender(self) -> None:
         # Called once the transaction is in, so the woken sender sees the row.
         if self.webhook:
-            self.delivery_owed.set()
+            self._wake()
 
     # --- recordings ---------------------------------------------------------------------------
 

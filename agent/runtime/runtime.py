@@ -16,7 +16,8 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from agent.runtime import llama_build, models
 from agent.config import BriskConfig
 from agent.runtime.llm_server import LocalLLMServer
-from agent.call.pipeline import Resources
+from agent.call.resources import Resources
+from agent.call.own_stages import check_stages
 from processors.llm.openai_llm import make_openai_client
 from processors.stt.whisper_scheduler import WhisperScheduler
 
@@ -62,6 +63,12 @@ class Runtime:
         """Prepare and load everything; raises with a clear message if a part cannot start."""
         config = self.config
         t0 = time.monotonic()
+        own = await asyncio.to_thread(check_stages, config)
+        if own:
+            logger.info(f"stages of your own: {', '.join(f'{s}={getattr(config, s)}' for s in own)}")
+        if "llm" in own:
+            logger.warning("BRISK_LLM is your own service: its answers are not held to the business facts "
+                           "(the answer check lives in Brisk's LLM service; docs/extending.md)")
         whisper_path = await asyncio.to_thread(models.whisper_model_path, config.whisper_model, config.models_dir)
         llm_path = None
         if config.embedded_llm:
@@ -84,15 +91,17 @@ class Runtime:
             llm_task = None
 
         # Load ASR and TTS while the LLM server boots: they are independent.
-        whisper_engine = await asyncio.to_thread(self._load_whisper, whisper_path)
-        second_opinion = await asyncio.to_thread(self._load_second_opinion)
+        whisper_engine = second_opinion = None
+        if "stt" not in own:
+            whisper_engine = await asyncio.to_thread(self._load_whisper, whisper_path)
+            second_opinion = await asyncio.to_thread(self._load_second_opinion)
         self._components["asr"].update({"ready": True, "second_opinion": second_opinion.name if second_opinion else None})
         hibari_voice = await asyncio.to_thread(self._load_tts)
         self._components["tts"]["ready"] = True
         turn_check = await asyncio.to_thread(self._load_turn_check)
         self.embedder = await asyncio.to_thread(self._load_embedder)
         # After the models: threadpoolctl reaches only the BLAS libraries loaded by then.
-        self.blas_threads_at_start = blas_threads()  # what stock pipecat runs with (the bench's stock sides)
+        self.blas_threads_at_start = blas_threads()  # what the process started with, before BRISK_BLAS_THREADS
         limit_blas_threads(config.blas_threads)
 
         if llm_task is not None:
@@ -119,11 +128,7 @@ class Runtime:
             config=config,
             whisper_model_path=whisper_path,
             whisper_engine=whisper_engine,
-            whisper_scheduler=WhisperScheduler(whisper_engine, second_opinion=second_opinion,
-                                               doubt_below=config.stt_doubt_below, recognised=self._recognised(),
-                                               review_unrecognised=config.stt_review_unrecognised,
-                                               about_the_business=self._about_the_business(),
-                                               review_max_s=config.stt_review_max_secs),
+            whisper_scheduler=self._whisper_scheduler(whisper_engine, second_opinion),
             hibari_voice=hibari_voice,
             phrase_cache=self._phrase_cache(hibari_voice),
             llm_client=make_openai_client(
@@ -139,6 +144,15 @@ class Runtime:
             embedder=self.embedder,
         )
         logger.info(f"Brisk runtime ready in {time.monotonic() - t0:.1f} s")
+
+    def _whisper_scheduler(self, engine, second_opinion) -> WhisperScheduler | None:
+        """The one queue every call's Whisper work goes through (None: BRISK_STT is one's own)."""
+        if engine is None:
+            return None
+        config = self.config
+        return WhisperScheduler(engine, second_opinion=second_opinion, doubt_below=config.stt_doubt_below,
+                                recognised=self._recognised(), review_unrecognised=config.stt_review_unrecognised,
+                                about_the_business=self._about_the_business(), review_max_s=config.stt_review_max_secs)
 
     def _start_record_keepers(self, records) -> None:
         """The webhook sender and the recordings' retention sweep, each in its own task."""
@@ -218,15 +232,6 @@ class Runtime:
         return WhisperEngine.load(str(path), cpu_threads=config.whisper_threads, vocabulary=self._vocabulary(),
                                   beam_size=config.stt_second_opinion_beam,
                                   min_window_s=config.stt_second_opinion_window_secs, name=f"{config.stt_second_opinion}-review")
-
-    async def load_stock_whisper(self) -> None:
-        """The stock pipelines' faster-whisper model, loaded once and off the event loop, as Brisk's is."""
-        if self.resources is None or self.resources.stock_whisper is not None:
-            return
-        from faster_whisper import WhisperModel
-
-        self.resources.stock_whisper = await asyncio.to_thread(
-            WhisperModel, str(self.resources.whisper_model_path), device="cpu", compute_type="int8")
 
     def _load_turn_check(self):
         if not self.config.turn_audio_check:

@@ -75,6 +75,11 @@ class ShopStore:
         data_dir.mkdir(parents=True, exist_ok=True)
         return cls(f"sqlite+aiosqlite:///{data_dir / 'shop.db'}")
 
+    def for_another_loop(self) -> "ShopStore":
+        """The same store for calls on another thread's event loop (a LiveKit room's job): an
+        engine of its own, since a pooled connection belongs to the loop that opened it."""
+        return ShopStore(self.url)
+
     async def start(self) -> None:
         async with self.engine.begin() as connection:
             await connection.run_sync(Base.metadata.create_all)

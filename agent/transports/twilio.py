@@ -48,7 +48,7 @@ from twilio.twiml.voice_response import VoiceResponse
 from agent.call.admission import CallAdmission, Ticket
 from agent.call.call_control import mask_number
 from agent.call.call_runner import run_call
-from agent.call.pipeline import TWILIO_SAMPLE_RATE, Call, Flavor, build_call
+from agent.call.pipeline import TWILIO_SAMPLE_RATE, BuildCall, Call, build_call
 from agent.runtime.runtime import Runtime
 from agent.security.access import Access, client_of, read_capped
 from agent.transports.twilio_transfer import PhoneCallControl
@@ -251,7 +251,7 @@ class TwilioPhone:
         admission: CallAdmission | None = None,
         busy_text: str = "Sorry, all our lines are busy right now. Please call again in a few minutes.",
         max_duration_s: float | None = None,
-        flavor: Flavor = "brisk",
+        build: BuildCall = build_call,
         access: Access | None = None,
     ):
         """Create the routes.
@@ -268,7 +268,7 @@ class TwilioPhone:
                 the stream claims it.
             busy_text: Spoken, before hanging up, to a caller when every line is taken.
             max_duration_s: Longest a phone call may last (None: no limit).
-            flavor: Pipeline flavor (``agent.call.pipeline.build_call``).
+            build: What assembles each call (``agent.call.pipeline.build_call``, or one's own).
             access: The server's doors (rate limits; whether calls are open): without an
                 auth token, phone calls are only taken while calls are open (loopback).
         """
@@ -280,7 +280,7 @@ class TwilioPhone:
         self.admission = admission or CallAdmission(4)
         self.busy_text = busy_text
         self.max_duration_s = max_duration_s
-        self.flavor = flavor
+        self.build = build
         self.calls: dict[str, PhoneCall] = {}  # streamSid -> call in progress
         self._reserved: dict[str, Ticket] = {}  # CallSid -> the line its webhook took
         self._callers: dict[str, str] = {}  # CallSid -> its masked From, until its stream starts
@@ -402,8 +402,8 @@ class TwilioPhone:
             phone, transfer_number=config.transfer_number, account_sid=config.twilio_account_sid,
             auth_token=self.auth_token, api_url=config.twilio_api_url,
         )
-        call = phone.call = build_call(
-            self.runtime.resources, transport, flavor=self.flavor, input_sample_rate=TWILIO_SAMPLE_RATE,
+        call = phone.call = self.build(
+            self.runtime.resources, transport, input_sample_rate=TWILIO_SAMPLE_RATE,
             control=control,
         )
         control.worker = call.worker

@@ -43,7 +43,7 @@ from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
 from agent.call.admission import CallAdmission, Ticket
 from agent.call.call_control import CallControl, Outcome
 from agent.call.call_runner import run_call
-from agent.call.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, Flavor, build_call
+from agent.call.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, BuildCall, build_call
 from agent.runtime.runtime import Runtime
 from agent.security.access import Access, read_capped
 
@@ -121,9 +121,9 @@ class BrowserCallControl(CallControl):
 class CallManager:
     """Runs one pipeline per WebRTC peer and tears it down when the peer goes away."""
 
-    def __init__(self, runtime: Runtime, flavor: Flavor = "brisk", max_duration_s: float | None = None):
+    def __init__(self, runtime: Runtime, build: BuildCall = build_call, max_duration_s: float | None = None):
         self.runtime = runtime
-        self.flavor = flavor
+        self.build = build
         self.max_duration_s = max_duration_s
         self.tasks: dict[str, asyncio.Task] = {}  # calls in progress only
         self.calls: dict[str, object] = {}
@@ -138,7 +138,7 @@ class CallManager:
         transport = webrtc_transport(connection)
         pc_id = connection.pc_id
         control = BrowserCallControl(call_id_of(pc_id))
-        call = build_call(self.runtime.resources, transport, flavor=self.flavor, control=control)
+        call = self.build(self.runtime.resources, transport, control=control)
         control.worker = call.worker
         if ticket is not None:
             ticket.call_id = control.call_id
@@ -238,7 +238,7 @@ class WebRTCSignalling:
         ice_servers: list[str],
         max_offer_bytes: int,
         max_duration_s: float | None = None,
-        flavor: Flavor = "brisk",
+        build: BuildCall = build_call,
         access: Access,
         page_ice_servers: Callable[[], list[dict]] = list,
     ):
@@ -247,7 +247,7 @@ class WebRTCSignalling:
         self.max_offer_bytes = max_offer_bytes
         self.access = access
         self.page_ice_servers = page_ice_servers
-        self.calls = CallManager(runtime, flavor=flavor, max_duration_s=max_duration_s)
+        self.calls = CallManager(runtime, build=build, max_duration_s=max_duration_s)
         self.handler = SmallWebRTCRequestHandler(ice_servers=[IceServer(urls=u) for u in ice_servers])
         self.router = APIRouter()
         self.router.add_api_route(SESSION_PATH, self.session, methods=["POST"])

@@ -82,4 +82,4 @@ async def offer(livekit: FakeLiveKitServer, rooms: Rooms, name: str):
 def bare_call(_resources, transport, **_kwargs) -> SimpleNamespace:
     """A call whose pipeline is the transport alone: joining the room is all it does."""
     pipeline = Pipeline([transport.input(), transport.output()])
-    return SimpleNamespace(worker=PipelineWorker(pipeline, idle_timeout_secs=None))
+    return SimpleNamespace(worker=PipelineWorker(pipeline, idle_timeout_secs=None), recorder=None, control=None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
@@ -77,7 +78,8 @@ class FakeLiveKitServer:
     async def dispatch(self, room: str, timeout: float = 5.0) -> tuple[WorkerSeen, agent_pb.Job] | None:
         """Offer a new room to each connected worker in turn; (worker, job) for the one that took it."""
         job = agent_pb.Job(
-            id=f"AJ_{next(self._ids)}",
+            # As LiveKit's own: never the same twice, not even across servers (records are kept by it).
+            id=f"AJ_{secrets.token_hex(4)}{next(self._ids)}",
             type=agent_pb.JobType.JT_ROOM,
             room=models_pb.Room(sid=f"RM_{room}", name=room),
         )

@@ -1,7 +1,7 @@
 """pipecat's own segmented Whisper STT (``WhisperSTTService``) on a model loaded once per process.
 
 Consumes audio and VAD frames; emits one ``TranscriptionFrame`` per VAD segment, after it ends,
-exactly as pipecat's service does: this is the stock pipelines' STT. Measures nothing itself.
+exactly as pipecat's service does: the baseline pipelines' STT (agent/bench/stock.py). Measures nothing itself.
 
 pipecat's service loads its faster-whisper model in ``__init__``, on the event loop, for every
 call it is built for; the benchmark's stock pipelines would pay that per call and stall the other
