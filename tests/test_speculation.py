@@ -1,6 +1,6 @@
-"""Speculative drafts: stable-partial rules, the commit-or-cancel rule, counters, and the
-draft's life in a real pipecat pipeline (real user aggregator, real OpenAI LLM service, a real
-HTTP + SSE server on loopback); prompt-prefix stability (context window, prefix warm-up).
+"""Speculative drafts: the commit-or-cancel rule, counters, and the draft's life in a real pipecat
+pipeline (real user aggregator, real OpenAI LLM service, a real HTTP + SSE server on loopback).
+When a partial is stable enough to draft from is tests/test_stable_partials.py.
 """
 
 import asyncio
@@ -20,7 +20,6 @@ from pipecat.frames.frames import (
     EndFrame,
     Frame,
     InputAudioRawFrame,
-    LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMTextFrame,
     UserStoppedSpeakingFrame,
@@ -37,138 +36,22 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from agent.caller.loopback import serve_app
 from agent.bench.scripted_llm import ScriptedLLM
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
-from processors.llm.context_window import ContextWindow, normalize_history_text, window_turns
 from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
-from processors.llm.prefix_warmer import PrefixWarmer
 from processors.speculation.draft_accounting import DraftAccountingMixin
 from processors.speculation.speculation_stats import Draft, DraftOutcome, SpeculationStats, merge_reports
 from processors.speculation.similarity_match import SimilarityMatch
 from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
-from processors.speculation.stable_partials import StabilityConfig, StablePartialDetector
+from processors.speculation.stable_partials import StabilityConfig
 from tests.fakes.tool_calling_llm import ToolCallingLLM
 
 SYSTEM_PROMPT = "You are a test assistant for a bicycle shop."
 WAIT_S = 10.0  # upper bound for a condition that normally holds within a second
-
-
-# --- stable partials: tables ---------------------------------------------------------------
-
-# (config overrides, partials as (text, silence_s), index of the first stable one, its reason)
-STABILITY_TABLE = [
-    pytest.param(
-        {},
-        [("what", 0), ("what time do", 0), ("what time do you open", 0), ("what time do you open", 0)],
-        3, "repeated_tail", id="two-partials-same-tail",
-    ),
-    pytest.param(
-        {},
-        [("what time do you open", 0), ("What time do you open?", 0)],
-        1, "repeated_tail", id="case-and-punctuation-ignored",
-    ),
-    pytest.param(
-        {},
-        [("what time do you open", 0), ("what time do you open, um", 0)],
-        1, "repeated_tail", id="trailing-filler-ignored",
-    ),
-    pytest.param(
-        {},
-        [("uh what time do you open you know", 0), ("what time do you open", 0)],
-        1, "repeated_tail", id="fillers-anywhere-ignored",
-    ),
-    pytest.param(
-        {},
-        [("嗯，你们几点开门", 0), ("那个你们几点开门", 0)],
-        1, "repeated_tail", id="chinese-fillers-ignored",
-    ),
-    pytest.param(
-        {},
-        [("when do you open on saturday", 0), ("so when do you open on saturday", 0)],
-        1, "repeated_tail", id="only-the-last-8-characters-count",
-    ),
-    pytest.param(
-        {},
-        [("what time", 0), ("what time do you", 0), ("what time do you open", 0)],
-        None, None, id="growing-text-is-not-stable",
-    ),
-    pytest.param({}, [("hi", 0), ("hi", 0), ("hi um", 0)], None, None, id="shorter-than-6-chars"),
-    pytest.param(
-        {"consecutive": 3},
-        [("what time do you open", 0), ("what time do you open", 0), ("what time do you open", 0)],
-        2, "repeated_tail", id="k-3-needs-three",
-    ),
-    pytest.param(
-        {},
-        [("what time do you open", 0), ("what time do you open on", 0), ("what time do you open", 0)],
-        None, None, id="k-consecutive-not-k-in-total",
-    ),
-    pytest.param({}, [("a basic tune up please", 0)], 0, "end_word", id="end-word-please"),
-    pytest.param({}, [("that's it", 0)], 0, "end_word", id="end-word-thats-it"),
-    pytest.param({}, [("you close at six, right?", 0)], 0, "end_word", id="end-word-right-question"),
-    pytest.param({}, [("then turn right", 0)], None, None, id="right-without-question-mark"),
-    pytest.param({}, [("i am pleased", 0)], None, None, id="end-word-is-a-whole-word"),
-    pytest.param({"end_words": None}, [("a basic tune up please", 0)], None, None, id="end-words-off"),
-    pytest.param(
-        {},
-        [("can you tell me when you open on saturday?", 0)],
-        0, "question", id="question-of-30-chars",
-    ),
-    pytest.param({}, [("open on saturday?", 0)], None, None, id="short-question"),
-    pytest.param(
-        {"question_min_chars": None},
-        [("can you tell me when you open on saturday?", 0)],
-        None, None, id="question-trigger-off",
-    ),
-    pytest.param({}, [("what time do you open", 0.25)], 0, "silence", id="silence-250ms"),
-    pytest.param({}, [("what time do you open", 0.24)], None, None, id="silence-too-short"),
-    pytest.param({"silence_s": None}, [("what time do you open", 1.0)], None, None, id="silence-off"),
-    pytest.param(
-        {"min_silence_s": 0.1},
-        [("what did your phone", 0), ("what did your phone", 0), ("what is your phone number?", 0)],
-        None, None, id="silence-gate-holds-mid-speech-repeats",
-    ),
-    pytest.param(
-        {"min_silence_s": 0.1},
-        [("what is your phone number", 0.05), ("what is your phone number", 0.12)],
-        1, "repeated_tail", id="silence-gate-passes-after-100ms",
-    ),
-]
-
-
-@pytest.mark.parametrize("overrides, partials, stable_at, reason", STABILITY_TABLE)
-def test_a_partial_is_stable_exactly_when_a_rule_says_so(overrides, partials, stable_at, reason):
-    detector = StablePartialDetector(StabilityConfig(**overrides))
-    results = [detector.feed(text, silence_s=silence) for text, silence in partials]
-    first = next((i for i, r in enumerate(results) if r is not None), None)
-    assert first == stable_at, results
-    if stable_at is not None:
-        assert results[stable_at].reason == reason
-        assert results[stable_at].text == partials[stable_at][0]
-
-
-def test_silence_after_the_latest_partial_makes_it_stable_without_a_new_partial():
-    detector = StablePartialDetector()
-    assert detector.feed("what time do you open") is None
-    assert detector.on_silence(0.1) is None
-    stable = detector.on_silence(0.3)
-    assert stable is not None and (stable.text, stable.reason) == ("what time do you open", "silence")
-    detector.reset()
-    assert detector.on_silence(1.0) is None  # nothing heard this turn
-
-
-def test_a_repeat_held_by_the_silence_gate_becomes_stable_once_the_user_is_silent():
-    detector = StablePartialDetector(StabilityConfig(min_silence_s=0.1))
-    assert detector.feed("what is your phone number") is None
-    assert detector.feed("what is your phone number") is None
-    assert detector.on_silence(0.05) is None
-    stable = detector.on_silence(0.1)
-    assert stable is not None and stable.reason == "repeated_tail"
 
 
 # --- the commit-or-cancel rule -------------------------------------------------------------
@@ -562,104 +445,3 @@ async def test_a_draft_on_words_the_second_opinion_revised_is_kept_only_for_the_
     assert draft.outcome == (DraftOutcome.COMMITTED if committed else DraftOutcome.CANCELLED)
     assert rig.recorder.text().endswith("Saturday we open at ten in the morning." if committed
                                         else "Sorry, we are closed on Sunday.")
-
-
-# --- prompt-prefix stability ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "role, text, expected",
-    [
-        ("user", "Um, what time do you open?", "what time do you open?"),
-        ("user", "I, you know, want a bike", "I want a bike"),
-        ("user", "Do you know the address?", "Do you know the address?"),
-        ("user", "那个，几点开门？", "几点开门？"),
-        ("user", "那个人是谁", "那个人是谁"),
-        ("user", "[12:03:44] can I come at 10:30?", "can I come at 10:30?"),
-        ("assistant", "2026-11-29T10:00:00Z Um, sure.", "Um, sure."),
-    ],
-)
-def test_history_loses_fillers_and_timestamps_but_not_words(role, text, expected):
-    assert normalize_history_text(text, role=role) == expected
-    assert normalize_history_text(expected, role=role) == expected  # idempotent: stays byte-identical
-
-
-def _turns(n: int, start: int = 0) -> list[dict]:
-    return [
-        m
-        for i in range(start, start + n)
-        for m in ({"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"})
-    ]
-
-
-def test_history_is_cut_in_whole_batches_so_the_prefix_changes_once_per_batch():
-    kept_first = []
-    for total in range(1, 20):
-        kept, _ = window_turns(_turns(total), max_turns=8, trim_batch=4)
-        history = [m for m in kept if m["role"] == "user"][:-1]
-        assert len(history) <= 8
-        kept_first.append(kept[0]["content"])
-    # The first kept turn only moves when a whole batch is dropped.
-    assert kept_first == ["q0"] * 9 + ["q4"] * 4 + ["q8"] * 4 + ["q12"] * 2
-
-
-def test_windowing_an_already_windowed_history_cuts_at_the_same_turn():
-    # The real context was windowed at turn 9; a speculative copy of an untrimmed context
-    # (or the real one, later) must still be cut where the untrimmed history is cut.
-    trimmed, dropped = window_turns(_turns(10), max_turns=8, trim_batch=4)
-    assert dropped == 4
-    later = _turns(3, start=10) + [{"role": "user", "content": "now"}]
-    from_trimmed, _ = window_turns(trimmed + later, max_turns=8, trim_batch=4)
-    from_full, _ = window_turns(_turns(10) + later, max_turns=8, trim_batch=4)
-    assert from_trimmed == from_full
-    assert from_full[0] == {"role": "user", "content": "q8"}
-
-
-async def test_the_context_window_lays_out_session_data_then_normalised_windowed_history():
-    session = [{"role": "developer", "content": "The caller is Ana."}]
-    window = ContextWindow(max_turns=2, trim_batch=1, session_messages=session)
-    current = {"role": "user", "content": "Um, and [10:00:01] on Sunday?"}
-    context = LLMContext(messages=[*_turns(3), current])
-
-    await run_test(window, frames_to_send=[LLMContextFrame(context=context)], expected_down_frames=[LLMContextFrame])
-
-    assert context.get_messages() == [
-        *session, *_turns(3)[2:], {"role": "user", "content": "and on Sunday?"},
-    ]
-    # Replaced, never mutated: a speculative copy of a context shares its message dicts.
-    assert current == {"role": "user", "content": "Um, and [10:00:01] on Sunday?"}
-    assert window.dropped_turns == 1
-
-
-async def test_warm_up_at_call_start_sends_the_same_prefix_as_a_real_request_and_rewarms_when_idle():
-    server = ScriptedLLM(ttft_s=0.0, tokens_per_s=1000)
-    session = [{"role": "user", "content": "(The caller's name is Ana.)"}]
-    async with scripted(server) as url:
-        client = make_openai_client(base_url=url, api_key=None, connect_timeout=2.0, total_timeout=10.0)
-        warmer = PrefixWarmer(
-            client=client, model="scripted", system_prompt=SYSTEM_PROMPT,
-            session_messages=session, rewarm_after_s=0.6,
-        )
-        llm = ResilientOpenAILLMService(
-            client=client, apology_text="sorry",
-            settings=OpenAILLMService.Settings(model="scripted", system_instruction=SYSTEM_PROMPT),
-        )
-        context = LLMContext(messages=[*session, {"role": "user", "content": "What time do you open?"}])
-        frames = [SleepFrame(0.2)]
-        # Requests every 0.2 s keep the cache warm: no re-warm while they flow.
-        frames += [LLMContextFrame(context=context), SleepFrame(0.2)] * 4
-        frames += [SleepFrame(1.5)]  # idle: re-warms
-        await run_test(Pipeline([warmer, llm]), frames_to_send=frames)
-        await client.close()
-
-    warm_requests = [r for r in server.requests if r.last_user_text == "Hi"]
-    real = [r for r in server.requests if r.last_user_text == "What time do you open?"]
-    assert server.requests[0] is warm_requests[0]
-    assert len(real) == 4
-    # Everything before the user's words is byte-identical.
-    assert warm_requests[0].messages[:-1] == real[0].messages[:-1]
-    assert real[0].messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
-    between = [r for r in warm_requests if real[0].received_at < r.received_at < real[-1].received_at]
-    assert between == []
-    assert len(warm_requests) >= 2
-    assert warmer.warmups == len(warm_requests) and warmer.failures == 0
