@@ -21,6 +21,7 @@ from agent.tools.booking import RentalBooking
 from agent.tools.functions import CallTools
 from tests.fakes.delay_processor import DelayProcessor
 from tests.fakes.scripted_llm_service import ScriptedLLMService
+from tests.waiting import reaching_the_end, started, until
 
 TUESDAY = datetime(2026, 12, 1, 10, 30, tzinfo=ZoneInfo("Europe/London"))
 BUSINESS = load_business()
@@ -28,7 +29,8 @@ BUSINESS = load_business()
 
 @asynccontextmanager
 async def booking_call():
-    """A call's booking flow, whose questions take a second to say (a TTS at work)."""
+    """A call's booking flow, whose questions take a second to say (a TTS at work): (booking, worker,
+    the questions said, the interruptions that went through the call)."""
     tools = CallTools(BUSINESS, None, CallControl("CA1"), clock=lambda: TUESDAY)
     aggregators = LLMContextAggregatorPair(LLMContext())
     llm = ScriptedLLMService([])
@@ -39,34 +41,36 @@ async def booking_call():
                             params=PipelineParams(), cancel_on_idle_timeout=False, app_resources=tools)
     tools.booking = RentalBooking(FlowManager(worker=worker, llm=llm, context_aggregator=aggregators),
                                   BUSINESS.flows["rental_booking"], tools)
+    running = started(worker)
+    cuts = reaching_the_end(worker, InterruptionFrame)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
     run = asyncio.create_task(runner.run())
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(running.wait(), 10)
     try:
-        yield tools.booking, worker, said
+        yield tools.booking, worker, said, cuts
     finally:
         await worker.queue_frame(EndFrame())
         await asyncio.wait_for(run, 10)
 
 
 async def test_cutting_in_over_a_steps_question_leaves_the_booking_at_that_step():
-    async with booking_call() as (booking, worker, said):
+    async with booking_call() as (booking, worker, said, cuts):
         # The node is set up without waiting for its question to be said.
         await asyncio.wait_for(booking.start({"day": "2026-12-05", "count": 2},
                                              request="I want to rent two bikes for Saturday."), 0.5)
-        await asyncio.sleep(0.2)
+        await until(lambda: said, "the step's question to be said")
         await worker.queue_frame(InterruptionFrame())  # the caller cuts in while it is being said
-        await asyncio.sleep(0.3)
+        await until(lambda: cuts, "the cut to go through the call")
         assert booking.step == "choose_bike"
         assert booking.route("A city bike, please.") == ("choose_bike", {"bike": "city bike"})
         assert said == ["Which bike would you like: a city bike or an electric bike?"]
 
 
 async def test_the_opening_request_gone_on_is_a_new_request_and_a_step_answer_is_not():
-    async with booking_call() as (booking, worker, said):
+    async with booking_call() as (booking, worker, said, _):
         await booking.start({"day": "2026-12-05", "count": 2}, request="I would like to rent two bikes for Saturday.")
-        await asyncio.sleep(0.1)
+        await until(lambda: said, "the step's question to be said")
         assert booking.continues_request("I would like to rent two bikes for Saturday, and a child seat if you have one.")
         assert not booking.continues_request("I would like to rent two bikes for Saturday.")
         assert not booking.continues_request("A city bike.")
@@ -75,11 +79,11 @@ async def test_the_opening_request_gone_on_is_a_new_request_and_a_step_answer_is
 
 
 async def test_two_calls_book_at_once_each_at_its_own_step_and_with_its_own_opening():
-    async with booking_call() as (first, first_worker, _), booking_call() as (second, _, _):
+    async with booking_call() as (first, first_worker, _, first_cuts), booking_call() as (second, _, _, _):
         await first.start({"day": "2026-12-05", "count": 2}, request="I would like to rent two bikes for Saturday.")
         await second.start({"bike": "city bike", "day": "2026-12-04"}, request="A city bike for Friday, please.")
         await first_worker.queue_frame(InterruptionFrame())  # only the first caller cuts in
-        await asyncio.sleep(0.3)
+        await until(lambda: first_cuts, "the cut to go through the first call")
         assert (first.step, second.step) == ("choose_bike", "choose_count")
         assert first.continues_request("I would like to rent two bikes for Saturday. And a child seat.")
         assert not second.continues_request("I would like to rent two bikes for Saturday. And a child seat.")

@@ -33,6 +33,7 @@ from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.turn_completeness import unfinished
 from tests.fakes.fixed_turn_check import FixedTurnCheck
+from tests.waiting import started, until
 
 TIMEOUT_S = 0.1
 MAX_WAIT_S = 0.8
@@ -75,6 +76,10 @@ class TurnEnds(FrameProcessor):
                 self.asked.append(frame.context.get_messages()[-1]["content"])
         await self.push_frame(frame, direction)
 
+    async def wait_for(self, turns: int) -> None:
+        """Until ``turns`` turns have ended and their questions gone on to the LLM."""
+        await until(lambda: len(self.ends) >= turns and len(self.asked) >= turns, f"{turns} turn(s) to end")
+
 
 @asynccontextmanager
 async def turn_rig(audio_check=None, **options):
@@ -84,10 +89,11 @@ async def turn_rig(audio_check=None, **options):
         LLMContext(), user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
     ends = TurnEnds()
     worker = PipelineWorker(Pipeline([pair.user(), ends]), params=PipelineParams(), cancel_on_idle_timeout=False)
+    running = started(worker)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
     run = asyncio.create_task(runner.run())
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(running.wait(), 10)
     try:
         yield worker, strategy, ends
     finally:
@@ -129,7 +135,7 @@ async def utterance_heard_late(worker, text: str, utterance_id: int, final_after
 async def test_a_finished_question_ends_the_turn_at_the_short_timeout():
     async with turn_rig() as (worker, strategy, ends):
         stopped = await utterance(worker, "What time do you open on Saturday?")
-        await asyncio.sleep(MAX_WAIT_S + 0.3)
+        await ends.wait_for(1)
     [end] = ends.ends
     assert end - stopped < MAX_WAIT_S / 2 and strategy.held == 0
     assert ends.asked == ["What time do you open on Saturday?"]
@@ -141,7 +147,7 @@ async def test_a_pause_after_unfinished_words_is_waited_out_and_the_question_is_
         await asyncio.sleep(0.6)  # a pause longer than the short timeout, shorter than the longest wait
         assert ends.ends == []
         await utterance(worker, "4572, and I want to know where it is.")
-        await asyncio.sleep(MAX_WAIT_S + 0.3)
+        await ends.wait_for(1)
     assert len(ends.ends) == 1 and strategy.held == 1 and strategy.released_by_timeout == 0
     assert ends.asked == ["My order number is 4572, and I want to know where it is."]
 
@@ -149,7 +155,7 @@ async def test_a_pause_after_unfinished_words_is_waited_out_and_the_question_is_
 async def test_unfinished_words_and_then_silence_end_the_turn_at_the_longest_wait():
     async with turn_rig() as (worker, strategy, ends):
         stopped = await utterance(worker, "I would like two bikes for Saturday,")
-        await asyncio.sleep(MAX_WAIT_S + 0.4)
+        await ends.wait_for(1)
     [end] = ends.ends
     assert MAX_WAIT_S - 0.05 <= end - stopped < MAX_WAIT_S + 0.3
     assert strategy.released_by_timeout == 1
@@ -162,9 +168,9 @@ async def test_a_statement_smart_turn_calls_unfinished_waits_and_a_question_does
         await asyncio.sleep(0.5)
         assert ends.ends == []  # held on the audio's word, though the words look finished
         await utterance(worker, "And a child seat.")
-        await asyncio.sleep(MAX_WAIT_S + 0.4)
+        await ends.wait_for(1)
         question = await utterance(worker, "Do you have child seats?")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     first, second = ends.ends
     assert first - stopped > 0.5 and strategy.held_by_audio == 2  # the second statement waited too
     assert ends.asked[0] == "I would like to rent two bikes for Saturday. And a child seat."
@@ -175,7 +181,7 @@ async def test_a_statement_smart_turn_calls_unfinished_waits_and_a_question_does
 async def test_a_statement_smart_turn_calls_finished_ends_at_the_short_timeout():
     async with turn_rig(FixedTurnCheck(verdict=0.9)) as (worker, strategy, ends):
         stopped = await utterance(worker, "My order number is 4572.")
-        await asyncio.sleep(MAX_WAIT_S)
+        await ends.wait_for(1)
     [end] = ends.ends
     assert end - stopped < 0.3 and strategy.held == 0
 
@@ -187,7 +193,7 @@ async def test_a_slow_final_of_the_words_after_a_pause_is_waited_for_and_the_que
         await utterance(worker, "My order number is")
         await asyncio.sleep(0.3)
         stopped = await utterance_heard_late(worker, "4572.", utterance_id=2, final_after_s=1.5)
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
     [end] = ends.ends
     assert end - stopped >= 1.5 and strategy.waited_for_final == 1
     assert ends.asked == ["My order number is 4572."]
@@ -200,11 +206,11 @@ async def test_a_final_that_never_comes_ends_the_turn_on_what_was_heard_at_the_l
         # The caller goes on before the short timeout is over, and Whisper's final of it is empty.
         await utterance_heard_late(worker, "um", utterance_id=2, final_after_s=None)
         stopped = time.monotonic()
-        await asyncio.sleep(1.6)
+        await ends.wait_for(1)
         [end] = ends.ends
         # A new utterance is heard as its own, numbered on from the one given up on.
         await utterance_heard_late(worker, "And on Sunday?", utterance_id=3, final_after_s=0.0)
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert 1.1 <= end - stopped < 1.5 and strategy.waited_for_final == 1
     assert ends.asked == ["What time do you open on Saturday?", "And on Sunday?"]
 
@@ -217,7 +223,8 @@ async def test_two_calls_wait_for_their_own_finals():
         await asyncio.sleep(0.2)
         stopped_b = await utterance_heard_late(worker_b, "when do you open?", utterance_id=2, final_after_s=0.0)
         await late
-        await asyncio.sleep(0.3)
+        await ends_a.wait_for(1)
+        await ends_b.wait_for(1)
     assert ends_a.asked == ["My order number is 4572."] and strategy_a.waited_for_final == 1
     assert ends_b.asked == ["Where is the shop and when do you open?"] and strategy_b.waited_for_final == 0
     assert ends_b.ends[0] - stopped_b < 0.5 < ends_a.ends[0] - ends_b.ends[0]
@@ -229,7 +236,8 @@ async def test_two_calls_hold_their_own_turns():
         stopped_b = await utterance(worker_b, "Where is the shop?")
         await asyncio.sleep(0.4)
         await utterance(worker_a, "4572.")
-        await asyncio.sleep(MAX_WAIT_S + 0.3)
+        await ends_a.wait_for(1)
+        await ends_b.wait_for(1)
     assert ends_a.asked == ["My order number is 4572."] and ends_b.asked == ["Where is the shop?"]
     assert ends_b.ends[0] - stopped_b < MAX_WAIT_S / 2 and strategy_b.held == 0 and strategy_a.held == 1
 
@@ -246,7 +254,8 @@ async def test_with_question_ends_at_final_a_question_ends_when_its_final_comes_
             asking, "What time do you open on Saturday?", utterance_id=1, final_after_s=0.05)
         statement_stopped = await utterance_heard_late(telling, "My order number is 4572.", utterance_id=1,
                                                        final_after_s=0.05)
-        await asyncio.sleep(LONG_TIMEOUT_S + 0.3)
+        await asked.wait_for(1)
+        await told.wait_for(1)
     assert asked.asked == ["What time do you open on Saturday?"] and told.asked == ["My order number is 4572."]
     assert asked.ends[0] - question_stopped < LONG_TIMEOUT_S / 2 and asker.ended_at_final == 1
     assert told.ends[0] - statement_stopped >= LONG_TIMEOUT_S and teller.ended_at_final == 0
@@ -256,7 +265,7 @@ async def test_without_question_ends_at_final_a_question_waits_out_the_pause_tol
     async with turn_rig(user_speech_timeout=LONG_TIMEOUT_S) as (worker, strategy, ends):
         stopped = await utterance_heard_late(worker, "What time do you open on Saturday?", utterance_id=1,
                                              final_after_s=0.05)
-        await asyncio.sleep(LONG_TIMEOUT_S + 0.3)
+        await ends.wait_for(1)
     assert ends.ends[0] - stopped >= LONG_TIMEOUT_S and strategy.ended_at_final == 0
 
 
@@ -270,7 +279,7 @@ async def test_a_question_whose_caller_has_gone_on_does_not_end_at_its_final():
         await asyncio.sleep(0.3)
         assert ends.ends == []
         stopped = await utterance_heard_late(worker, "On Saturday?", utterance_id=2, final_after_s=0.05)
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
     assert ends.asked == ["What time do you open? On Saturday?"] and ends.ends[0] - stopped < LONG_TIMEOUT_S / 2
 
 
@@ -288,7 +297,7 @@ async def test_a_question_ends_at_its_final_only_once_the_final_of_later_words_i
         assert ends.ends == []  # utterance 2's words are still being heard
         await worker.queue_frame(FinalTranscriptionFrame(text="and when do you open?", user_id="", timestamp="",
                                                          utterance_id=2))
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
     assert ends.asked == ["Where is the shop? and when do you open?"]
     assert ends.ends[0] - stopped < LONG_TIMEOUT_S and strategy.ended_at_final == 1
 
@@ -316,10 +325,11 @@ async def continuation_rig():
     ends, voice = TurnEnds(), BotVoice()
     worker = PipelineWorker(Pipeline([pair.user(), continuation, ends, voice]), params=PipelineParams(),
                             cancel_on_idle_timeout=False)
+    running = started(worker)
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
     run = asyncio.create_task(runner.run())
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(running.wait(), 10)
     try:
         yield worker, continuation, ends, voice, context
     finally:
@@ -334,9 +344,9 @@ def user_messages(context):
 async def test_going_on_before_the_answer_is_heard_makes_one_question():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "My order number is")
-        await asyncio.sleep(0.5)  # the turn ended; no answer was heard
+        await ends.wait_for(1)  # the turn ended; no answer was heard
         await utterance(worker, "4572, and I want to know where it is.")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert ends.asked == ["My order number is", "My order number is 4572, and I want to know where it is."]
     assert user_messages(context) == ["My order number is 4572, and I want to know where it is."]
     assert continuation.merged == 1
@@ -345,12 +355,12 @@ async def test_going_on_before_the_answer_is_heard_makes_one_question():
 async def test_going_on_in_the_first_moments_of_the_answer_drops_what_was_said_of_it():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "I would like to rent two bikes for Saturday.")
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
         await voice.speak(True)
         context.add_message({"role": "assistant", "content": "Sure! We're"})  # what was heard of it
         await asyncio.sleep(0.3)
         await utterance(worker, "And a child seat if you have one.")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert [m["role"] for m in context.get_messages()] == ["user"]
     assert user_messages(context) == ["I would like to rent two bikes for Saturday. And a child seat if you have one."]
 
@@ -365,7 +375,7 @@ def routed(name: str, call_id: str) -> list[dict]:
 async def test_going_on_takes_back_a_call_the_first_half_made_and_asks_the_whole_question():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "I would like to rent two bikes for Saturday.")
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
         for message in [*routed("book_rental", "brisk-routed-1"),
                         {"role": "developer", "content": "Ask which bike the caller wants."}]:
             context.add_message(message)  # the booking's flow opened at its first step
@@ -373,7 +383,7 @@ async def test_going_on_takes_back_a_call_the_first_half_made_and_asks_the_whole
         context.add_message({"role": "assistant", "content": "Which bike would"})
         await asyncio.sleep(0.3)
         await utterance(worker, "And a child seat if you have one.")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert [m["role"] for m in context.get_messages()] == ["user"]
     assert continuation.merged == 1
 
@@ -381,36 +391,36 @@ async def test_going_on_takes_back_a_call_the_first_half_made_and_asks_the_whole
 async def test_a_call_that_did_something_lasting_keeps_the_halves_apart():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "Yes.")
-        await asyncio.sleep(0.3)
+        await ends.wait_for(1)
         for message in routed("confirm_booking", "brisk-routed-2"):
             context.add_message(message)  # the booking is written
         await asyncio.sleep(0.3)
         await utterance(worker, "And a child seat if you have one.")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert user_messages(context) == ["Yes.", "And a child seat if you have one."] and continuation.merged == 0
 
 
 async def test_an_answer_heard_to_its_end_is_not_continued():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "What time do you open?")
-        await asyncio.sleep(0.2)
+        await ends.wait_for(1)
         await voice.speak(True)
         context.add_message({"role": "assistant", "content": "At nine."})
         await voice.speak(False)
         await asyncio.sleep(0.3)
         await utterance(worker, "And on Sunday?")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert user_messages(context) == ["What time do you open?", "And on Sunday?"] and continuation.merged == 0
 
 
 async def test_an_answer_heard_for_longer_than_its_first_moments_is_a_barge_in_not_a_continuation():
     async with continuation_rig() as (worker, continuation, ends, voice, context):
         await utterance(worker, "Tell me about your bikes.")
-        await asyncio.sleep(0.2)
+        await ends.wait_for(1)
         await voice.speak(True)
         context.add_message({"role": "assistant", "content": "We have city bikes, electric bikes and"})
         await asyncio.sleep(1.2)
         await utterance(worker, "Do you have anything cheaper?")
-        await asyncio.sleep(0.4)
+        await ends.wait_for(2)
     assert user_messages(context) == ["Tell me about your bikes.", "Do you have anything cheaper?"]
     assert continuation.merged == 0

@@ -15,6 +15,7 @@ from processors.stt.whisper_engine import SAMPLE_RATE, WhisperEngine
 from processors.stt.whisper_scheduler import WhisperScheduler
 from tests.fakes.slow_whisper_engine import SlowWhisperEngine
 from tests.speech import paced_frames, synthesize_speech
+from tests.waiting import until
 
 
 def clip(seconds: float) -> np.ndarray:
@@ -27,7 +28,7 @@ async def test_a_final_waiting_behind_a_running_job_goes_before_the_partials_que
     a, b, c = object(), object(), object()
 
     running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=a, final=False))
-    await asyncio.sleep(0.01)
+    await until(lambda: engine.in_flight == 1, "the first job to run")
     jobs = [
         asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False)),
         asyncio.create_task(scheduler.transcribe(clip(3.0), owner=c, final=True)),
@@ -43,10 +44,10 @@ async def test_a_newer_partial_of_the_same_call_replaces_its_queued_one_and_othe
     a, b = object(), object()
 
     running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=b, final=False))
-    await asyncio.sleep(0.01)
+    await until(lambda: engine.in_flight == 1, "the first job to run")
     old = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=a, final=False))
     other = asyncio.create_task(scheduler.transcribe(clip(2.5), owner=b, final=False))
-    await asyncio.sleep(0)
+    await until(lambda: scheduler.load == 3, "both partials to be queued")
     new = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=a, final=False))
 
     assert await old is None
@@ -61,10 +62,10 @@ async def test_a_cancelled_job_that_has_not_started_never_runs_and_the_next_one_
     engine = SlowWhisperEngine(delay_s=0.1)
     scheduler = WhisperScheduler(engine)
     running = asyncio.create_task(scheduler.transcribe(clip(1.0), owner=object(), final=True))
-    await asyncio.sleep(0.01)
+    await until(lambda: engine.in_flight == 1, "the first job to run")
     queued = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=object(), final=True))
     after = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=object(), final=True))
-    await asyncio.sleep(0)
+    await until(lambda: scheduler.load == 3, "both finals to be queued")
     queued.cancel()
 
     await running
@@ -235,9 +236,9 @@ async def test_a_review_runs_beside_the_partials_and_waits_behind_none():
     first = await scheduler.transcribe(clip(1.0), owner=a, final=True)
 
     running = asyncio.create_task(scheduler.transcribe(clip(2.0), owner=b, final=False))
-    await asyncio.sleep(0.01)
+    await until(lambda: engine.in_flight == 1, "the partial to run")
     queued = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
-    await asyncio.sleep(0)
+    await until(lambda: scheduler.load == 2, "the next partial to be queued")
     review = asyncio.create_task(scheduler.review(clip(1.5), first, owner=a))
     await asyncio.gather(running, queued, review)
 
@@ -266,9 +267,9 @@ async def test_an_early_review_waits_behind_every_final_review_and_no_partial_wa
     first = await scheduler.transcribe(clip(1.0), owner=a, final=True)
 
     reviewing = asyncio.create_task(scheduler.review(clip(1.0), first, owner=a))
-    await asyncio.sleep(0.01)
+    await until(lambda: second.in_flight == 1, "the first review to run")
     early = asyncio.create_task(scheduler.review(clip(1.5), first, owner=b, early=True))
-    await asyncio.sleep(0)
+    await until(lambda: scheduler.load == 2, "the early review to be queued")
     final_review = asyncio.create_task(scheduler.review(clip(4.0), first, owner=c))
     partial = asyncio.create_task(scheduler.transcribe(clip(3.0), owner=b, final=False))
     await asyncio.gather(reviewing, early, final_review, partial)
