@@ -1,8 +1,8 @@
 """The LLM's answers held to the facts, and the facts put next to the question.
 
-On pipecat's ``run_test``: a scripted LLM service with the answer check mixed in, as the
-pipeline builds it (its words stream token by token through ``push_frame``), with the real
-check over the shipped business file; and ``FactGrounding`` in front of an LLM, looking at the
+On pipecat's ``run_test``: a scripted LLM service between the answer check's two processors, as
+the pipeline puts them (its words stream token by token), with the real check over the shipped
+business file; and ``FactGrounding`` in front of an LLM, looking at the
 context the LLM is given. Two calls at once keep their own questions and verdicts.
 """
 
@@ -14,13 +14,14 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
     LLMTextFrame,
 )
+from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
 from agent.business.facts import FactIndex
 from agent.business.model import load_business
 from frames.turn import FAST_PATH
-from processors.llm.answer_check import AnswerCheckMixin, checked_answer
+from processors.llm.answer_check import AnswerChecker, checked_answer
 from processors.llm.fact_grounding import FactGrounding
 from tests.fakes.scripted_llm_service import ScriptedLLMService
 
@@ -28,13 +29,24 @@ BUSINESS = load_business()
 UNKNOWN = BUSINESS.unknown_answer
 
 
-class CheckedScriptedLLM(AnswerCheckMixin, ScriptedLLMService):
-    """The scripted LLM with the check in front of its speculation gate, as BriskLLMService has it."""
+class CheckedLLM:
+    """A scripted LLM with the answer check around it, as ``build_call`` puts it; reads as the
+    checker (its counters)."""
+
+    def __init__(self, answers: list[str], **check):
+        self.llm = ScriptedLLMService(answers)
+        self.checker = AnswerChecker(**check)
+
+    def pipeline(self) -> Pipeline:
+        return Pipeline([self.checker.reader(), self.llm, self.checker])
+
+    def __getattr__(self, name):
+        return getattr(self.checker, name)
 
 
-def checked_llm(*answers: str) -> CheckedScriptedLLM:
-    return CheckedScriptedLLM(list(answers), answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
-                              person_offer=BUSINESS.person_offer)
+def checked_llm(*answers: str) -> CheckedLLM:
+    return CheckedLLM(list(answers), answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
+                      person_offer=BUSINESS.person_offer)
 
 
 def ask(text: str) -> LLMContextFrame:
@@ -45,8 +57,8 @@ def spoken(down) -> str:
     return "".join(frame.text for frame in down if isinstance(frame, LLMTextFrame))
 
 
-async def answer(llm, question: str) -> list:
-    down, _ = await run_test(llm, frames_to_send=[ask(question)],
+async def answer(llm: CheckedLLM, question: str) -> list:
+    down, _ = await run_test(llm.pipeline(), frames_to_send=[ask(question)],
                              expected_down_frames=None)
     return [frame for frame in down if isinstance(frame, (LLMFullResponseStartFrame, LLMTextFrame, LLMFullResponseEndFrame))]
 
@@ -115,7 +127,7 @@ async def test_fast_path_answers_are_not_the_llms_and_pass_unchecked():
               LLMFullResponseEndFrame()]
     for frame in frames:
         frame.metadata[FAST_PATH] = "hours"
-    down, _ = await run_test(llm, frames_to_send=frames, expected_down_frames=None)
+    down, _ = await run_test(llm.pipeline(), frames_to_send=frames, expected_down_frames=None)
     assert spoken(down) == "Yes, we're open now, until 6 in the evening."
 
 
@@ -144,8 +156,6 @@ class ContextRecorder(ScriptedLLMService):
 
 
 async def test_the_llm_is_given_the_facts_right_before_the_question_and_the_call_context_is_untouched():
-    from pipecat.pipeline.pipeline import Pipeline
-
     history = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."},
                {"role": "user", "content": "How much is a basic tune-up?"}]
     context = LLMContext(messages=list(history))
@@ -163,9 +173,9 @@ async def test_the_llm_is_given_the_facts_right_before_the_question_and_the_call
     assert grounding.grounded == 1
 
 
-def llm_with_instead(answer_text: str, instead) -> CheckedScriptedLLM:
-    return CheckedScriptedLLM([answer_text], answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
-                              person_offer=BUSINESS.person_offer, instead=instead)
+def llm_with_instead(answer_text: str, instead) -> CheckedLLM:
+    return CheckedLLM([answer_text], answer_check=FactIndex(BUSINESS).supports, unsupported_text=UNKNOWN,
+                      person_offer=BUSINESS.person_offer, instead=instead)
 
 
 def file_has(text: str):
@@ -227,8 +237,8 @@ def test_a_whole_answer_checked_at_once_gets_the_same_replacements():
 async def test_an_answer_that_lacks_what_the_file_works_out_is_followed_by_it():
     def lacking(question, said):
         return None if "120" in said else "2 city bike rentals for 3 days come to 120 dollars."
-    llm = CheckedScriptedLLM(["20 dollars a day, three days.", "That comes to 120 dollars."],
-                             answer_check=lambda question, text: True, unsupported_text=UNKNOWN, lacking=lacking)
+    llm = CheckedLLM(["20 dollars a day, three days.", "That comes to 120 dollars."],
+                     answer_check=lambda question, text: True, unsupported_text=UNKNOWN, lacking=lacking)
     question = "What would two city bikes for three days cost?"
     assert spoken(await answer(llm, question)) == "20 dollars a day, three days. 2 city bike rentals for 3 days come to 120 dollars."
     assert spoken(await answer(llm, question)) == "That comes to 120 dollars."

@@ -26,6 +26,7 @@ from agent.call.own_stages import check_stages
 from agent.caller.call import place_call
 from agent.config import ConfigError, load_config
 from processors.barge_in.stale_turn_gate import StaleTurnGate
+from processors.llm.answer_check import AnswerChecker, QuestionReader
 from processors.llm.openai_llm import make_openai_client
 from processors.llm.prefix_warmer import PrefixWarmer
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
@@ -108,6 +109,8 @@ def test_each_stage_of_ones_own_takes_the_built_in_ones_place():
     assert not of_type(call, StreamingWhisperSTTService)
     [llm] = of_type(call, OpenAILLMService)
     assert type(llm) is OpenAILLMService
+    # Its answers are held to the business facts all the same.
+    assert types.index(QuestionReader) + 1 == types.index(OpenAILLMService) == types.index(AnswerChecker) - 1
     # The prefix warm-up speaks to Brisk's OpenAI-compatible server, which is not this LLM's.
     assert not of_type(call, PrefixWarmer)
     [vad] = of_type(call, VADProcessor)

@@ -14,6 +14,7 @@ from agent.call.pipeline import build_call
 from agent.transports.livekit import livekit_transport
 from agent.call.resources import Resources
 from agent.call.turn_taking import make_turn_strategies
+from processors.llm.answer_check import AnswerChecker, QuestionReader
 from processors.llm.context_window import ContextWindow
 from processors.tts.espeak_tts import EspeakTTSService
 from processors.llm.facts_prefill import FactsPrefill
@@ -53,6 +54,8 @@ def test_brisk_flavor_streams_asr_and_ends_turns_on_a_short_silence(resources):
     assert index_of(call, VADProcessor) < index_of(call, StreamingWhisperSTTService)
     assert index_of(call, StreamingWhisperSTTService) < index_of(call, ResilientOpenAILLMService)
     assert index_of(call, ResilientOpenAILLMService) < index_of(call, EspeakTTSService)
+    # The answer check's question reader right before the LLM, its checker right after.
+    assert index_of(call, QuestionReader) + 1 == index_of(call, ResilientOpenAILLMService) == index_of(call, AnswerChecker) - 1
     [stop] = make_turn_strategies(resources.config).stop
     assert isinstance(stop, AdaptiveUserTurnStopStrategy)  # pipecat's speech timeout, waiting on unfinished words
     assert stop.max_wait_s == resources.config.turn_unfinished_wait_secs

@@ -9,7 +9,7 @@ the server; a developer's own builder (docs/extending.md) or the benchmark's bas
     transport.input() -> DTMF aggregator (brisk) -> VAD -> STT -> facts prefill (when on)
                       -> user aggregator (speculative stop)
                       -> context window -> prefix warmer -> fast path + tool router -> fact grounding
-                      -> LLM (tools routed by intent, answers checked) -> tool filler
+                      -> LLM (tools routed by intent) -> answer check -> tool filler
                       -> sentence chunker -> TTS -> transport.output() -> assistant aggregator
                                                      (observer: processors/observers/latency.py)
 
@@ -61,7 +61,7 @@ from processors.speculation.speculation_stats import SpeculationStats
 from processors.speculation.speculative_tts import SpeculativeAudioCache
 from agent.call.resources import Resources
 from agent.call.stages import (
-    chunking, make_barge_in, make_call_audio, make_facts, make_facts_prefill, make_fast_path, make_grounding,
+    chunking, make_answer_check, make_barge_in, make_call_audio, make_facts, make_facts_prefill, make_fast_path, make_grounding,
     make_llm, make_prompt_processors, make_speculative_audio, make_stt, make_tts, make_vad,
 )
 
@@ -198,6 +198,7 @@ def build_call(
         idle = IdleCaller(business, control, ask_after_s=config.user_idle_secs, hang_up_after_s=config.user_idle_hangup_secs)
         idle.attach(aggregators.user())
     llm = make_llm(resources, speculation, speculative_audio, facts)
+    check = make_answer_check(config, facts)
     prompt_processors = make_prompt_processors(resources, offered)
     prefill = make_facts_prefill(resources, facts, context, prompt_processors)
     filler = None
@@ -218,7 +219,9 @@ def build_call(
         *([fast_path] if fast_path else []),
         *([grounding] if grounding else []),
         *insert.get("before_llm", ()),
+        *([check.reader()] if check else []),
         llm,
+        *([check] if check else []),  # right after the LLM: nothing unchecked goes on
         *([filler] if filler else []),
         barge_in.tagger(),  # right after the LLM, in its push order
         *insert.get("after_llm", ()),

@@ -23,7 +23,7 @@ from agent.call.own_stages import is_own, own_stage
 from agent.records.recording import CallAudio, recording_path
 from agent.tools.functions import CallTools
 from agent.tools.router import ToolRouter
-from processors.llm.answer_check import AnswerCheckMixin
+from processors.llm.answer_check import AnswerChecker
 from processors.barge_in.barge_in import BargeIn
 from processors.barge_in.barge_in_policy import DEFAULT_BACKCHANNELS, BargeInPolicy
 from processors.llm.context_window import ContextWindow
@@ -42,14 +42,13 @@ from processors.speculation.speculative_tts import SpeculativeAudioCache
 from agent.call.resources import Resources
 
 
-class BriskLLMService(WithdrawnDraftsMixin, RoutedCallsMixin, AnswerCheckMixin, DraftAccountingMixin,
-                      ResilientOpenAILLMService):
-    """The LLM service: tools routed by intent, answers held to the facts, each draft's cost counted,
-    a draft overtaken by its own cancel left unanswered."""
+class BriskLLMService(WithdrawnDraftsMixin, RoutedCallsMixin, DraftAccountingMixin, ResilientOpenAILLMService):
+    """The LLM service: tools routed by intent, each draft's cost counted, a draft overtaken by its
+    own cancel left unanswered (why these are mixins: docs/architecture.md)."""
 
 
-class CheckedLLMService(RoutedCallsMixin, AnswerCheckMixin, ResilientOpenAILLMService):
-    """The LLM service with tools routed by intent and answers held to the business facts."""
+class RoutedLLMService(RoutedCallsMixin, ResilientOpenAILLMService):
+    """The LLM service with tools routed by intent, for calls without speculation."""
 
 
 def make_vad(config: BriskConfig) -> SileroVADAnalyzer:
@@ -87,19 +86,13 @@ def make_llm(
     speculative_audio: SpeculativeAudioCache | None = None,
     facts: FactIndex | None = None,
 ) -> OpenAILLMService:
-    """The LLM service; with ``facts`` and ``llm_answer_check``, its answers held to them; with
-    neither, pipecat's OpenAI service that apologises instead of going silent. BRISK_LLM's own
-    service is used as it is: the answer check lives in Brisk's (docs/extending.md)."""
+    """The LLM service; with ``facts``, the business's tools routed by intent; with neither,
+    pipecat's OpenAI service that apologises instead of going silent. BRISK_LLM's own service is
+    used as it is (docs/extending.md)."""
     if (own := own_stage(resources, "llm")) is not None:
         return own
     config = resources.config
-    check = {}
-    if facts is not None:
-        check["offer_tools"] = config.tools_offered_to_llm
-        if config.llm_answer_check:
-            check.update(answer_check=facts.supports, unsupported_text=facts.business.unknown_answer,
-                         person_offer=facts.business.person_offer, instead=facts.instead,
-                         lacking=facts.lacking)
+    routed = {"offer_tools": config.tools_offered_to_llm} if facts is not None else {}
     kwargs = dict(
         client=resources.llm_client,
         apology_text=config.apology_text,
@@ -112,10 +105,20 @@ def make_llm(
         ),
     )
     if speculation is not None:
-        return BriskLLMService(speculation_stats=speculation, speculative_audio=speculative_audio, **check, **kwargs)
-    if check:
-        return CheckedLLMService(**check, **kwargs)
+        return BriskLLMService(speculation_stats=speculation, speculative_audio=speculative_audio, **routed, **kwargs)
+    if routed:
+        return RoutedLLMService(**routed, **kwargs)
     return ResilientOpenAILLMService(**kwargs)
+
+
+def make_answer_check(config: BriskConfig, facts: FactIndex) -> AnswerChecker | None:
+    """With ``llm_answer_check``, the LLM's answers held to the business facts before anyone hears
+    them, whichever LLM service answers (``checker.reader()`` goes right before it)."""
+    if not config.llm_answer_check:
+        return None
+    business = facts.business
+    return AnswerChecker(answer_check=facts.supports, unsupported_text=business.unknown_answer,
+                         person_offer=business.person_offer, instead=facts.instead, lacking=facts.lacking)
 
 
 def make_prompt_processors(resources: Resources, tools=None) -> list:

@@ -66,9 +66,6 @@ class Runtime:
         own = await asyncio.to_thread(check_stages, config)
         if own:
             logger.info(f"stages of your own: {', '.join(f'{s}={getattr(config, s)}' for s in own)}")
-        if "llm" in own:
-            logger.warning("BRISK_LLM is your own service: its answers are not held to the business facts "
-                           "(the answer check lives in Brisk's LLM service; docs/extending.md)")
         whisper_path = await asyncio.to_thread(models.whisper_model_path, config.whisper_model, config.models_dir)
         llm_path = None
         if config.embedded_llm:

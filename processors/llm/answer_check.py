@@ -1,10 +1,13 @@
 """Answer check: the LLM's words are held to the business's facts before anyone hears them.
 
-Consumes (mixed into the LLM service, so it sees the answer before the speculation gate and
-the speculative TTS do): the ``LLMContextFrame`` the answer is for (the caller's last words),
-then the answer's ``LLMTextFrame``s between ``LLMFullResponseStartFrame`` and
-``LLMFullResponseEndFrame``. Fast-path answers (``frames.turn.FAST_PATH``) are not the LLM's
-and pass unchecked.
+Consumes, as two processors around the LLM service: right before it (``AnswerChecker.reader()``),
+each ``LLMContextFrame`` the service is given (the caller's last words, drafts' included; a
+tool's result comes back to the service from downstream, and the checker sees that one);
+right after it (``AnswerChecker``), the answer's ``LLMTextFrame``s between
+``LLMFullResponseStartFrame`` and ``LLMFullResponseEndFrame``. A speculative draft's answer
+reaches the checker only once the service's ``SpeculationGate`` has let it go. Fast-path answers
+(``frames.turn.FAST_PATH``) are not the LLM's, and an answer to a tool's result reads the
+business's own data (an order's status): both pass unchecked.
 Emits: the answer's text frames as they were, a clause at a time once ``answer_check(question,
 text so far)`` allows it; on the first clause it refuses, that clause and the rest of the
 answer are dropped and ``unsupported_text`` (the business's "I don't know, shall I put you
@@ -40,7 +43,7 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
     LLMTextFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from frames.turn import FAST_PATH
 from processors.fast_path import last_user_text
@@ -68,21 +71,37 @@ def _opening(text: str) -> re.Match | None:
     return _YES_NO_OPENING.match(text) or _APOLOGY_OPENING.match(text)
 
 
-class AnswerCheckMixin:
-    """Mix into an ``LLMService`` (first in the bases); see the module docstring.
+class QuestionReader(FrameProcessor):
+    """Right before the LLM service: tells its ``AnswerChecker`` what each inference is asked."""
+
+    def __init__(self, checker: "AnswerChecker", **kwargs):
+        super().__init__(**kwargs)
+        self._checker = checker
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            self._checker.asked(frame)
+        await self.push_frame(frame, direction)
+
+
+class AnswerChecker(FrameProcessor):
+    """Right after the LLM service, with ``reader()`` right before it; see the module docstring.
 
     Example::
 
-        class CheckedLLMService(AnswerCheckMixin, ResilientOpenAILLMService): ...
-        llm = CheckedLLMService(answer_check=facts.supports, unsupported_text="...", client=...)
+        check = AnswerChecker(answer_check=facts.supports, unsupported_text="...")
+        Pipeline([..., check.reader(), llm, check, ...])
     """
 
-    def __init__(self, *args, answer_check: AnswerCheck | None = None, unsupported_text: str = "",
-                 person_offer: str = "", instead: Instead | None = None, lacking: Lacking | None = None, **kwargs):
-        """Args: answer_check: see ``AnswerCheck`` (None: no check); unsupported_text: said instead
-        of a refused answer; person_offer: said after an answer that cannot help and offers no one;
-        instead: see ``Instead``; lacking: see ``Lacking``."""
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, answer_check: AnswerCheck, unsupported_text: str = "", person_offer: str = "",
+                 instead: Instead | None = None, lacking: Lacking | None = None, **kwargs):
+        """Args: answer_check: see ``AnswerCheck``; unsupported_text: said instead of a refused
+        answer; person_offer: said after an answer that cannot help and offers no one; instead:
+        see ``Instead``; lacking: see ``Lacking``."""
+        super().__init__(**kwargs)
+        self._reader = QuestionReader(self)
+        self._after_tool = False
         self._answer_check = answer_check
         self._unsupported_text = unsupported_text
         self._instead = instead
@@ -94,23 +113,28 @@ class AnswerCheckMixin:
         self._pending: list[LLMTextFrame] = []
         self._said = ""
         self._refused = False
-        self._after_tool = False
         self.refusals = 0
         self.instead_said = 0
         self.completed = 0
 
-    async def process_frame(self, frame: Frame, direction: FrameDirection):
-        if isinstance(frame, LLMContextFrame):
-            self._question = last_user_text(frame)
-            # An answer to a tool's result reads the business's own data (an order's status):
-            # the result is its fact, which the file's facts cannot hold.
-            messages = frame.context.get_messages()
-            self._after_tool = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
-        await super().process_frame(frame, direction)
+    def reader(self) -> QuestionReader:
+        """The processor to put right before the LLM service."""
+        return self._reader
 
-    async def push_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM):
-        if self._answer_check is None or direction is not FrameDirection.DOWNSTREAM:
-            await super().push_frame(frame, direction)
+    def asked(self, frame: LLMContextFrame) -> None:
+        """The LLM service is given ``frame``: what the answer that follows is checked against."""
+        self._question = last_user_text(frame)
+        # An answer to a tool's result reads the business's own data (an order's status):
+        # the result is its fact, which the file's facts cannot hold.
+        messages = frame.context.get_messages()
+        self._after_tool = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if direction is not FrameDirection.DOWNSTREAM:
+            if isinstance(frame, LLMContextFrame):  # a tool's result, going back to the service
+                self.asked(frame)
+            await self.push_frame(frame, direction)
             return
         if isinstance(frame, LLMFullResponseStartFrame):
             self._checking = FAST_PATH not in frame.metadata and not self._after_tool
@@ -130,7 +154,7 @@ class AnswerCheckMixin:
             self._checking = False
         elif isinstance(frame, InterruptionFrame):
             self._pending, self._checking = [], False
-        await super().push_frame(frame, direction)
+        await self.push_frame(frame, direction)
 
     def _clause_complete(self) -> bool:
         text = self._said + "".join(f.text for f in self._pending)
@@ -154,31 +178,31 @@ class AnswerCheckMixin:
             if better:  # the model gave up where the file has something: that is said instead
                 self._refused = True
                 self.instead_said += 1
-                await super().push_frame(LLMTextFrame(better), FrameDirection.DOWNSTREAM)
+                await self.push_frame(LLMTextFrame(better), FrameDirection.DOWNSTREAM)
                 return
         if allowed:
             self._said = candidate
             for frame in pending:
-                await super().push_frame(frame, FrameDirection.DOWNSTREAM)
+                await self.push_frame(frame, FrameDirection.DOWNSTREAM)
             return
         self._refused = True
         self.refusals += 1
         logger.warning(f"{self}: an answer not supported by the business facts was not said")
         logger.debug(f"{self}: not said: [{self._question}] -> [{candidate.strip()}]")  # DEBUG: what was said
-        await super().push_frame(LLMTextFrame(self._replacement()), FrameDirection.DOWNSTREAM)
+        await self.push_frame(LLMTextFrame(self._replacement()), FrameDirection.DOWNSTREAM)
 
     async def _complete(self):
         said = self._said.strip()
         if said and not _CANNOT_HELP.search(said) and (more := _ask(self._lacking, self._question, said)):
             self.completed += 1
             self._said += self._after_said(more)
-            await super().push_frame(LLMTextFrame(self._after_said(more)), FrameDirection.DOWNSTREAM)
+            await self.push_frame(LLMTextFrame(self._after_said(more)), FrameDirection.DOWNSTREAM)
 
     async def _offer_someone(self):
         said = self._said.strip()
         if self._person_offer and _CANNOT_HELP.search(said) and not _OFFERS_SOMEONE.search(said):
             self.offers_added += 1
-            await super().push_frame(LLMTextFrame(self._after_said(self._person_offer)), FrameDirection.DOWNSTREAM)
+            await self.push_frame(LLMTextFrame(self._after_said(self._person_offer)), FrameDirection.DOWNSTREAM)
 
     def _after_said(self, text: str) -> str:
         """``text`` to follow what was said, with the space the model's last token may lack."""
@@ -210,7 +234,7 @@ def _ask(hook: Instead | Lacking | None, question: str, said: str) -> str | None
 
 def checked_answer(answer_check: AnswerCheck, question: str, answer: str, *, unsupported_text: str,
                    person_offer: str = "", instead: Instead | None = None, lacking: Lacking | None = None) -> str:
-    """What the caller hears of a whole ``answer`` (the mixin's rules without frames): the text up
+    """What the caller hears of a whole ``answer`` (the checker's rules without frames): the text up
     to the first clause the check refuses, then ``unsupported_text``; an answer that cannot help
     and offers no one, followed by ``person_offer``. For answers that are not streamed (the FAQ
     suite's text runs)."""
