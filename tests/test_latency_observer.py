@@ -30,6 +30,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.services.tts_service import TextAggregationMode
 from frames.turn import FAST_PATH
+from processors.llm.answer_check import AnswerChecker
 from processors.observers.latency import STAGES, LatencyObserver
 from tests.fakes.delay_processor import (
     DelayedEmitProcessor,
@@ -202,6 +203,21 @@ async def test_a_turn_yields_a_complete_causal_waterfall_logged_and_sent_to_list
     # The TTS service's own latency is sentence text in -> first audio out.
     tts_stats = observer.processor_stats()[tts.name]
     assert TTS_DELAY * 1000 <= tts_stats["p99_ms"] < TTS_DELAY * 1000 + SLACK_MS
+
+
+async def test_in_a_call_whose_answers_are_checked_the_bot_said_what_the_check_let_go():
+    stt = DelayedSTTService(text="what time is it", delay_s=STT_DELAY)
+    llm = DelayedLLMService(tokens=["It is ", "ten. ", "Bye."], delay_s=LLM_DELAY)
+    check = AnswerChecker(answer_check=lambda question, text: False, unsupported_text="I don't know.")
+    pipeline = Pipeline([stt, check.reader(), llm, check, DelayedTTSService(delay_s=TTS_DELAY),
+                         InstantOutputTransport()])
+    observer = LatencyObserver()
+
+    await run_test(pipeline, frames_to_send=_user_turn(), observers=[observer])
+
+    [record] = observer.turns
+    assert record["bot_text"] == "I don't know." and check.refusals == 1  # the record keeps what was heard
+    _assert_causal_waterfall(record)  # the LLM's first token is still the LLM's
 
 
 async def test_mark_speech_end_makes_the_true_end_of_speech_the_reference():

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import os
 import re
-import time
 from unittest import mock
 
 import pytest
@@ -27,6 +26,7 @@ from agent.transports.livekit_worker import LiveKitWorker
 from tests.fakes.livekit_server import FakeLiveKitServer
 from tests.fakes.room_transport import RoomTransport
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -65,15 +65,6 @@ class Room:
         self.over = False
 
 
-async def until(condition, timeout: float = 60.0) -> None:
-    """Wait until ``condition()`` holds (awaited when it is a coroutine function); the timeout only
-    stops a test that would hang."""
-    deadline = time.monotonic() + timeout
-    while not (await condition() if asyncio.iscoroutinefunction(condition) else condition()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 async def a_room_call(livekit, runtime, clip, room: Room, **settings) -> tuple[LiveKitWorker, asyncio.Task]:
     """A worker on the stand-in whose rooms run Brisk with ``settings``, and one room dispatched."""
 
@@ -107,9 +98,9 @@ async def test_a_room_call_is_recorded_turn_by_turn_and_its_record_closed_when_t
         async def answered():
             return room.job is not None and bool((await records.call(call_id_of(room.job)) or {}).get("turns"))
 
-        await until(answered)
+        await until(answered, "the turn in the record", timeout=60)
         room.transport.leave()
-        await until(lambda: room.over)
+        await until(lambda: room.over, "the room to be over")
         call_id = call_id_of(room.job)
         record = await records.call(call_id)
     finally:
@@ -129,7 +120,7 @@ async def test_a_room_call_that_reaches_the_maximum_duration_is_ended_and_its_re
     clip = synthesize_speech("Hello.", tail_silence=0.5)  # then the caller stays, silent
     worker, task = await a_room_call(livekit, runtime, clip, room, call_max_duration_secs=2.0)
     try:
-        await until(lambda: room.over, timeout=30)
+        await until(lambda: room.over, "the limit to end the room")
         record = await records.call(call_id_of(room.job))
     finally:
         await worker.close()

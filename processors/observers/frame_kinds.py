@@ -43,6 +43,8 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 
+from processors.llm.answer_check import AnswerChecker
+
 PAYLOAD = 1 << 0  # neither a SystemFrame nor a ControlFrame: text, audio out, context...
 AUDIO_OUT = 1 << 1
 VAD_START = 1 << 2
@@ -69,6 +71,8 @@ BOUNDARY_KINDS = VAD_START | USER_START | VAD_STOP | USER_STOP | BOT_STOP | PIPE
 PUSH_KINDS = BOUNDARY_KINDS | TRANSCRIPT | LLM_TEXT | TTS_AUDIO | BOT_START | LLM_START | LLM_END | TOOL_START | TOOL_END
 
 STT, LLM, TTS, OUTPUT, PLUMBING = 1, 2, 4, 8, 16
+# The answer check after the LLM (processors/llm/answer_check.py): what it lets go is what is said.
+CHECK = 32
 
 # Containers and their entry/exit points: a frame crossing them is not work being done.
 PIPELINE_PLUMBING = (
@@ -117,6 +121,7 @@ def processor_role(processor: FrameProcessor) -> int:
     for cls, role in (
         (STTService, STT),
         (LLMService, LLM),
+        (AnswerChecker, CHECK),
         (TTSService, TTS),
         (BaseOutputTransport, OUTPUT),
         (PIPELINE_PLUMBING, PLUMBING),

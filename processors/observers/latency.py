@@ -189,6 +189,9 @@ class LatencyObserver(BaseObserver):
         self._speech_end_marks: deque[float] = deque(maxlen=32)
         self._listeners: list[TurnListener] = []
         self.turns: list[dict] = []
+        # Whose text is the bot's words: the LLM's, or, in a call whose answers are checked, what
+        # the answer check let go (known from its first frame, the pipeline's StartFrame).
+        self._text_role = kinds.LLM
 
     # -- public API --------------------------------------------------------------------------
 
@@ -366,8 +369,11 @@ class LatencyObserver(BaseObserver):
         elif kind & kinds.LLM_TEXT:
             if role == kinds.LLM and "llm_request" in turn.stages:
                 turn.mark("llm_first_token", ts)
+            if role != self._text_role:
+                return
+            if "llm_request" in turn.stages:
                 turn.bot_text.append(frame.text)
-            elif role == kinds.LLM and FAST_PATH in frame.metadata and turn.responding:
+            elif FAST_PATH in frame.metadata and turn.responding:
                 # Answered from the business's facts: no request, no first token, same answer.
                 turn.fast_path = frame.metadata[FAST_PATH]
                 # A whole answer, not a token: a tool's reply after the fast path's own words
@@ -497,4 +503,6 @@ class LatencyObserver(BaseObserver):
     def _new_track(self, processor: FrameProcessor) -> _ProcessorTrack:
         track = _ProcessorTrack(processor.name, kinds.processor_role(processor), self._window)
         self._tracks[processor.id] = track
+        if track.role == kinds.CHECK:
+            self._text_role = kinds.CHECK
         return track
