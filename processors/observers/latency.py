@@ -369,7 +369,9 @@ class LatencyObserver(BaseObserver):
         elif kind & kinds.LLM_TEXT:
             if role == kinds.LLM and "llm_request" in turn.stages:
                 turn.mark("llm_first_token", ts)
-            if role != self._text_role:
+            # The fast path's and the tools' words pass the check untouched: they are taken where
+            # the LLM pushes them, before a hand-over's EndFrame can close the turn behind them.
+            if role != (kinds.LLM if FAST_PATH in frame.metadata else self._text_role):
                 return
             if "llm_request" in turn.stages:
                 turn.bot_text.append(frame.text)
