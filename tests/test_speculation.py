@@ -6,7 +6,6 @@ When a partial is stable enough to draft from is tests/test_stable_partials.py.
 import asyncio
 import math
 import time
-from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -49,6 +48,7 @@ from processors.speculation.similarity_match import SimilarityMatch
 from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.speculation.stable_partials import StabilityConfig
 from tests.fakes.tool_calling_llm import ToolCallingLLM
+from tests.waiting import until
 
 SYSTEM_PROMPT = "You are a test assistant for a bicycle shop."
 WAIT_S = 10.0  # upper bound for a condition that normally holds within a second
@@ -193,13 +193,6 @@ def partial(text: str, audio_end_s: float = 0.0) -> PartialTranscriptionFrame:
 def final(text: str) -> FinalTranscriptionFrame:
     return FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1)
 
-
-async def until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @asynccontextmanager

@@ -8,15 +8,10 @@ from agent.caller.loopback import free_port, serve_app
 from agent.records.store import CallRecords
 from agent.records.webhook import WebhookSender, signature, verify
 from tests.fakes.webhook_receiver import WebhookReceiver
+from tests.waiting import until
 
 SECRET = "whsec-test"
 
-
-async def until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 async def a_call(records, call_id, turns=2):

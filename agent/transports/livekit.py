@@ -230,4 +230,4 @@ async def job_resources(resources: Resources) -> AsyncIterator[Resources]:
         await client.close()
         for opened in (records, store):
             if opened is not None:
-                await opened.engine.dispose()
+                await opened.close()
