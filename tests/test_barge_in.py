@@ -8,7 +8,6 @@ by VAD and transcription frames, the way the VAD and STT processors deliver them
 """
 
 import asyncio
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -54,6 +53,7 @@ from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_cli
 from tests.fakes.delay_processor import InstantOutputTransport
 from tests.fakes.in_flight_chunk import InFlightChunk
 from tests.fakes.paced_output import SAMPLE_RATE, PacedOutputTransport, ToneTTSService
+from tests.waiting import until
 
 # -- the policy ------------------------------------------------------------------------------
 
@@ -337,13 +337,6 @@ class Rig:
         await self.stop_speaking(question)
 
 
-async def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 @asynccontextmanager
 async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30.0):
     """A running pipeline wired as agent/call/pipeline.py wires barge-in, on the scripted LLM."""
@@ -418,10 +411,10 @@ async def test_interrupting_an_answer_still_held_closes_the_llm_stream_and_nothi
             await rig.worker.queue_frame(LLMContextFrame(context=draft, speculation=True))
         else:
             await rig.ask("Which bikes do you rent?")
-        await wait_until(lambda: rig.llm.requests and rig.llm.requests[0].tokens_sent >= 5, what="tokens")
+        await until(lambda: rig.llm.requests and rig.llm.requests[0].tokens_sent >= 5, "tokens")
 
         await rig.start_speaking()
-        await wait_until(lambda: rig.llm.requests[0].disconnected, what="the LLM stream to close")
+        await until(lambda: rig.llm.requests[0].disconnected, "the LLM stream to close")
         await asyncio.sleep(0.5)
 
         assert not rig.llm.requests[0].completed
@@ -441,10 +434,10 @@ async def test_interrupting_during_synthesis_cancels_it_and_nothing_is_spoken():
     answer = "This first sentence takes the voice a while. " + LONG
     async with call(lambda _: answer, tts_delay_s=3.0) as rig:
         await rig.ask("Which bikes do you rent?")
-        await wait_until(lambda: rig.tts.requested, what="synthesis to start")
+        await until(lambda: rig.tts.requested, "synthesis to start")
 
         await rig.start_speaking()
-        await wait_until(lambda: rig.tts.cancelled, what="synthesis to be cancelled")
+        await until(lambda: rig.tts.cancelled, "synthesis to be cancelled")
         await asyncio.sleep(0.5)
 
         [interruption] = rig.barge_in.interruptions
@@ -460,12 +453,12 @@ async def test_interrupting_during_playback_stops_the_audio_at_once_and_nothing_
     answer = "Here is a long answer. " * 12
     async with call(lambda _: answer) as rig:
         await rig.ask("Tell me everything.")
-        await wait_until(lambda: len(rig.output.audible_writes()) >= 15, what="the bot to be heard")
+        await until(lambda: len(rig.output.audible_writes()) >= 15, "the bot to be heard")
 
         await rig.start_speaking(partial="Wait a moment")
-        await wait_until(lambda: rig.barge_in.interruptions, what="the interruption")
+        await until(lambda: rig.barge_in.interruptions, "the interruption")
         [interruption] = rig.barge_in.interruptions
-        await wait_until(lambda: interruption.reached_output_at, what="the interruption at the transport")
+        await until(lambda: interruption.reached_output_at, "the interruption at the transport")
         await asyncio.sleep(0.6)
 
         assert interruption.phase == "playback" and interruption.text == "Wait a moment"
@@ -495,12 +488,12 @@ async def test_after_an_interruption_the_context_holds_only_what_was_played():
         await rig.ask("When are you open?")
         # One sentence lasts len(text) / 15 s with the tone voice: stop ~1 s into the second.
         heard_s = len(first) / rig.tts.chars_per_second + 1.0
-        await wait_until(lambda: len(rig.output.audible_writes()) * 0.04 >= heard_s, what="sentence two")
+        await until(lambda: len(rig.output.audible_writes()) * 0.04 >= heard_s, "sentence two")
         await rig.start_speaking(partial="What about")
-        await wait_until(lambda: rig.barge_in.interruptions, what="the interruption")
+        await until(lambda: rig.barge_in.interruptions, "the interruption")
         await asyncio.sleep(0.3)
         await rig.stop_speaking("What about Sunday?")
-        await wait_until(lambda: len(rig.llm.requests) == 2, what="the next question")
+        await until(lambda: len(rig.llm.requests) == 2, "the next question")
 
         [interruption] = rig.barge_in.interruptions
         spoken = interruption.spoken_text

@@ -24,6 +24,7 @@ from agent.caller.aiortc_caller import AUDIBLE_RMS, WebRTCCaller
 from processors.barge_in.barge_in import BargeIn
 from tests.fakes.scripted_microphone import ScriptedMicrophone
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -75,19 +76,12 @@ async def served():
             await runtime.stop()
 
 
-async def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 async def dial(served: Served, mic: ScriptedMicrophone) -> BargeIn:
     """Call the server with ``mic``; the new call's barge-in state once its pipeline is built."""
     calls_before = len(served.barge_ins)
     served.caller = WebRTCCaller(served.base_url)
     await served.caller.connect(mic)
-    await wait_until(lambda: len(served.barge_ins) > calls_before, 10, "the call's pipeline")
+    await until(lambda: len(served.barge_ins) > calls_before, "the call's pipeline", timeout=10)
     return served.barge_ins[-1]
 
 
@@ -112,10 +106,10 @@ async def test_talking_over_a_long_answer_stops_the_bot_at_once_and_none_of_it_c
     served.llm.tokens_per_s = 8.0
     try:
         mic.say(question.samples)
-        await wait_until(lambda: len(audible(caller)) * 0.02 >= 2.0, 30, "two seconds of the answer")
+        await until(lambda: len(audible(caller)) * 0.02 >= 2.0, "two seconds of the answer", timeout=30)
         said = mic.say(interruption.samples)
         await said.done.wait()
-        await wait_until(lambda: len(barge_in.turns) == 2 and barge_in.turns[1].finished, 30, "next answer")
+        await until(lambda: len(barge_in.turns) == 2 and barge_in.turns[1].finished, "next answer", timeout=30)
         await asyncio.sleep(0.5)
     finally:
         served.llm.tokens_per_s = 30.0
@@ -183,10 +177,10 @@ async def test_a_backchannel_over_the_answer_lets_the_bot_finish_and_is_reported
     dialled_at = time.monotonic()
     try:
         mic.say(question.samples)
-        await wait_until(lambda: len(audible(caller)) * 0.02 >= 1.0, 30, "a second of the answer")
+        await until(lambda: len(audible(caller)) * 0.02 >= 1.0, "a second of the answer", timeout=30)
         said = mic.say(backchannel.samples)
         await said.done.wait()
-        await wait_until(lambda: barge_in.turns and barge_in.turns[0].finished, 30, "the answer to end")
+        await until(lambda: barge_in.turns and barge_in.turns[0].finished, "the answer to end", timeout=30)
         await asyncio.sleep(1.0)
         call = served.app.state.calls.calls[caller.pc_id]
     finally:

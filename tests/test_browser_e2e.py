@@ -4,7 +4,6 @@ Chromium is Debian's (/usr/bin/chromium, installed by .ci/run), driven by playwr
 `playwright install`. The screenshot is kept in artifacts/ as the test's evidence.
 """
 
-import asyncio
 from urllib.parse import quote
 
 import httpx
@@ -13,18 +12,20 @@ import pytest
 from agent.caller.call import running_server
 from tests.browser import needs_chromium, page_with_mic
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"), needs_chromium]
 
 
 async def closed_record(base_url: str, call_id: str) -> dict:
+    records = []
     async with httpx.AsyncClient(base_url=base_url) as http:
-        for _ in range(100):
-            record = (await http.get(f"/api/calls/{quote(call_id, safe='')}")).json()
-            if record.get("status") != "in_progress":
-                break
-            await asyncio.sleep(0.1)
-    return record
+        async def closed() -> bool:
+            records.append((await http.get(f"/api/calls/{quote(call_id, safe='')}")).json())
+            return records[-1].get("status") != "in_progress"
+
+        await until(closed, "the call's record to close", timeout=10)
+    return records[-1]
 
 
 async def test_the_page_places_a_call_and_shows_the_answer_and_its_latency_chart(server, tmp_path, artifacts_dir):

@@ -17,6 +17,7 @@ from agent.caller.call import place_call, report
 from agent.caller.aiortc_caller import WebRTCCaller
 from processors.observers.latency import STAGES
 from tests.speech import normalize_text, synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -82,10 +83,7 @@ async def test_a_bad_offer_gets_a_4xx_and_the_server_keeps_serving(server, body,
     base_url, app = server
     # An offer that parses as SDP takes a line first; the call before it must have let its line
     # go (it ends a moment after the caller hangs up), or this is a fair 503.
-    for _ in range(100):
-        if not app.state.calls.tasks:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: not app.state.calls.tasks, "the call before to let its line go", timeout=10)
     async with httpx.AsyncClient() as http:
         r = await http.post(f"{base_url}/api/offer", content=body, headers={"content-type": "application/json"})
         assert r.status_code == status, r.text
@@ -107,8 +105,7 @@ async def test_a_killed_llm_server_gets_a_spoken_apology_and_the_call_goes_on(se
     caller = WebRTCCaller(base_url)
 
     async def kill_llm_server_once_the_first_answer_starts():
-        while not caller.messages_of("bot-llm-started"):
-            await asyncio.sleep(0.01)
+        await until(lambda: caller.messages_of("bot-llm-started"), "the first answer to start", timeout=60)
         os.kill(runtime.llm_server.pid, signal.SIGKILL)
 
     killer = asyncio.create_task(kill_llm_server_once_the_first_answer_starts())

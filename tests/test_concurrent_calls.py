@@ -23,6 +23,7 @@ from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.runtime.runtime import Runtime
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -97,8 +98,7 @@ async def test_an_offer_over_the_limit_is_told_to_retry_while_the_call_in_progre
     clip = speech("helmet")
     async with running_server(one_line, runtime) as (base_url, app):
         first = asyncio.create_task(place_call(base_url, app, clip.samples, clip.sample_rate))
-        while app.state.admission.active == 0:
-            await asyncio.sleep(0.05)
+        await until(lambda: app.state.admission.active > 0, "the first call to take the line")
         second = WebRTCCaller(base_url)
         with pytest.raises(httpx.HTTPStatusError) as refused:
             await second.connect(WavMicrophone(clip.samples, clip.sample_rate))
@@ -124,8 +124,7 @@ async def test_thirty_calls_one_after_another_leave_no_call_task_or_thread_behin
             await caller.connect(mic)
             await asyncio.wait_for(mic.finished.wait(), 30)
             await caller.close()
-            while app.state.calls.tasks:
-                await asyncio.sleep(0.05)
+            await until(lambda: not app.state.calls.tasks, "the call to end")
             if n == 4:  # after the first few: pools and caches that are made once are there by now
                 threads_before = threading.active_count()
         gc.collect()
@@ -164,13 +163,6 @@ async def test_three_callers_at_once_on_the_embedded_llm_each_hear_a_whole_answe
         assert not turn.get("interrupted")
 
 
-async def until(condition, timeout: float, what: str):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 async def test_a_caller_who_goes_silent_without_hanging_up_is_ended_and_frees_the_line(scripted):
     _, config, llm = scripted
     # The idle timeout is the pipeline's (pipecat's worker idle machinery): a runtime of its own.
@@ -186,7 +178,7 @@ async def test_a_caller_who_goes_silent_without_hanging_up_is_ended_and_frees_th
         assert app.state.admission.active == 1
         mic.stop()  # no more audio, and no goodbye: the peer connection stays up
 
-        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, 30, "the idle call to end")
+        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, "the idle call to end", timeout=30)
         await caller.close()
     await runtime.stop()
 
@@ -200,5 +192,5 @@ async def test_a_call_that_reaches_the_maximum_duration_is_ended(scripted):
         await caller.connect(WavMicrophone(clip.samples, clip.sample_rate))
         assert app.state.admission.active == 1
 
-        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, 30, "the long call to end")
+        await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, "the long call to end", timeout=30)
         await caller.close()

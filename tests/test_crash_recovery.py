@@ -21,6 +21,7 @@ from agent.caller.loopback import free_port, serve_app
 from tests.fakes.scripted_microphone import ScriptedMicrophone
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "whsec-crash"
@@ -51,13 +52,6 @@ async def record_of(base_url: str, call_id: str) -> dict | None:
         return response.json() if response.status_code == 200 else None
 
 
-async def until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
-
-
 async def test_kill_9_mid_call_leaves_the_call_failed_with_every_completed_turn(tmp_path):
     llm = ScriptedLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _m: "We rent bikes by the day.")
     receiver = WebhookReceiver(SECRET)
@@ -77,9 +71,9 @@ async def test_kill_9_mid_call_leaves_the_call_failed_with_every_completed_turn(
             await caller.connect(mic)
             call_id = caller.call_id
             mic.say(first.samples)
-            await until(lambda: turns_recorded(base_url, call_id, 1), 60, "the first turn's record")
+            await until(lambda: turns_recorded(base_url, call_id, 1), "the first turn's record", timeout=60)
             mic.say(second.samples)
-            await until(lambda: turns_recorded(base_url, call_id, 2), 60, "the second turn's record")
+            await until(lambda: turns_recorded(base_url, call_id, 2), "the second turn's record", timeout=60)
             server.send_signal(signal.SIGKILL)  # mid-call: the caller is still on the line
             await server.wait()
         finally:
@@ -93,9 +87,7 @@ async def test_kill_9_mid_call_leaves_the_call_failed_with_every_completed_turn(
             record = await record_of(base_url, call_id)
             async with httpx.AsyncClient(base_url=base_url) as http:
                 audio = await http.get(f"/api/calls/{quote(call_id, safe='')}/audio")
-            deadline = time.monotonic() + 20
-            while not receiver.deliveries and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+            await until(lambda: receiver.deliveries, "the webhook's delivery", timeout=20)
         finally:
             restarted.send_signal(signal.SIGTERM)
             await restarted.wait()

@@ -16,6 +16,7 @@ from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.runtime.runtime import Runtime
 from tests.speech import synthesize_speech
+from tests.waiting import until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -34,16 +35,12 @@ async def test_a_flood_of_offers_gets_429s_while_the_call_in_progress_goes_on_un
             clip = synthesize_speech("Do I get a helmet with the bike?", tail_silence=1.0)
             async with running_server(config, runtime) as (base_url, app):
                 call = asyncio.create_task(place_call(base_url, app, clip.samples, clip.sample_rate))
-                while app.state.admission.active == 0:
-                    await asyncio.sleep(0.05)
+                await until(lambda: app.state.admission.active > 0, "the call to take a line")
                 async with httpx.AsyncClient(base_url=base_url) as http:
                     flood = [await http.post("/api/offer", json=OFFER) for _ in range(200)]
                 result = await call
-                for _ in range(200):  # the hung-up call's pipeline ends, and its line is free again
-                    if app.state.admission.active == 0 and not app.state.calls.calls:
-                        break
-                    await asyncio.sleep(0.05)
-                assert app.state.admission.active == 0 and not app.state.calls.calls
+                # The hung-up call's pipeline ends, and its line is free again.
+                await until(lambda: app.state.admission.active == 0 and not app.state.calls.calls, "the line to be free")
         finally:
             await runtime.stop()
 

@@ -38,8 +38,9 @@ from agent.call.resources import Resources
 from agent.runtime.runtime import Runtime
 from agent.transports.livekit import RoomJob, job_resources, participant_token, run_room, token_router
 from agent.transports.livekit_worker import LiveKitWorker, worker_app
-from tests.fakes.livekit_rooms import Rooms, bare_call, eventually, offer
+from tests.fakes.livekit_rooms import Rooms, bare_call, offer
 from tests.fakes.livekit_server import FakeLiveKitServer
+from tests.waiting import until
 
 KEY, SECRET = "devkey", "devsecret-devsecret-devsecret-00"
 
@@ -184,13 +185,13 @@ async def test_a_worker_runs_one_room_per_assignment_with_the_servers_token(live
         assert (claims.video.room, claims.identity) == (job.room, job.identity)
         assert job.url == livekit.url
     # The load is sampled apart from the job count: both reach the server, not always together.
-    await eventually(lambda: seen.status is not None and (seen.status.job_count, seen.status.load) == (2, 0.5))
+    await until(lambda: seen.status is not None and (seen.status.job_count, seen.status.load) == (2, 0.5))
 
     rooms.end("room-a")
-    await eventually(lambda: agent_pb.JobStatus.JS_SUCCESS in livekit.job_statuses(job1.id))
+    await until(lambda: agent_pb.JobStatus.JS_SUCCESS in livekit.job_statuses(job1.id))
     assert livekit.job_statuses(job1.id)[0] == agent_pb.JobStatus.JS_RUNNING
     assert agent_pb.JobStatus.JS_SUCCESS not in livekit.job_statuses(job2.id)
-    await eventually(lambda: seen.status.job_count == 1)
+    await until(lambda: seen.status.job_count == 1)
 
 
 async def test_rooms_run_on_threads_of_the_worker_process_each_with_its_own_loop(livekit, make_worker):
@@ -222,10 +223,10 @@ async def test_a_worker_at_its_load_threshold_declines_and_another_worker_takes_
     assert [a.available for a in seen_a.answers] == [True, False, False]
     assert [a.available for a in seen_b.answers] == [True, False]
     assert third is None
-    await eventually(lambda: seen_a.status.status == agent_pb.WorkerStatus.WS_FULL)
+    await until(lambda: seen_a.status.status == agent_pb.WorkerStatus.WS_FULL)
 
     rooms_a.end("first")
-    await eventually(lambda: seen_a.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
+    await until(lambda: seen_a.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
     assert (await offer(livekit, rooms_a, "fourth"))[0] is seen_a
 
 
@@ -242,7 +243,7 @@ async def test_rooms_offered_at_once_are_taken_only_up_to_the_load_threshold(liv
     assert sum(t is not None for t in taken) == 2
     assert sorted(a.available for a in seen.answers) == [False, False, True, True, True]
     await rooms.wait_for(3)
-    await eventually(lambda: worker.load == pytest.approx(0.75))
+    await until(lambda: worker.load == pytest.approx(0.75))
 
 
 async def test_the_server_ending_a_job_ends_its_room(livekit, make_worker):
@@ -253,9 +254,9 @@ async def test_the_server_ending_a_job_ends_its_room(livekit, make_worker):
 
     await livekit.terminate(seen, job.id)
 
-    await eventually(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
+    await until(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
     assert rooms.cancelled == ["to-end"]
-    await eventually(lambda: worker.rooms == {})
+    await until(lambda: worker.rooms == {})
 
 
 async def test_a_room_that_fails_ends_its_job_logs_its_error_and_frees_its_place(livekit, make_worker):
@@ -269,9 +270,9 @@ async def test_a_room_that_fails_ends_its_job_logs_its_error_and_frees_its_place
         _, job = await livekit.dispatch("broken")
 
         # livekit-agents reports every job that ends, failed or not, as JS_SUCCESS, without its error.
-        await eventually(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
+        await until(lambda: livekit.job_statuses(job.id)[-1:] == [agent_pb.JobStatus.JS_SUCCESS])
         assert any("room broken failed" in f and "no audio device" in f for f in failures)
-        await eventually(lambda: worker.rooms == {})
+        await until(lambda: worker.rooms == {})
         assert (await offer(livekit, rooms, "next"))[0] is seen
     finally:
         logger.remove(sink)
@@ -287,9 +288,9 @@ async def test_a_worker_reconnects_after_the_server_drops_it_and_keeps_its_rooms
 
     [again] = await livekit.wait_for_workers(1)
     assert again is not first and not first.connected
-    await eventually(lambda: again.migrated == [job.id])  # "these rooms are still mine"
-    await eventually(lambda: again.status is not None and again.status.job_count == 1)
-    await eventually(lambda: worker.connected and worker.worker_id == again.worker_id)
+    await until(lambda: again.migrated == [job.id])  # "these rooms are still mine"
+    await until(lambda: again.status is not None and again.status.job_count == 1)
+    await until(lambda: worker.connected and worker.worker_id == again.worker_id)
     assert rooms.cancelled == []
 
 
@@ -301,10 +302,10 @@ async def test_a_draining_worker_takes_no_new_room_and_leaves_once_its_rooms_end
     worker, task = make_worker(rooms)
     [seen] = await livekit.wait_for_workers(1)
     _, job = await offer(livekit, rooms, "in-progress")
-    await eventually(lambda: seen.status is not None and seen.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
+    await until(lambda: seen.status is not None and seen.status.status == agent_pb.WorkerStatus.WS_AVAILABLE)
 
     drain = asyncio.create_task(worker.drain())
-    await eventually(lambda: worker.draining and seen.status.status == agent_pb.WorkerStatus.WS_FULL)
+    await until(lambda: worker.draining and seen.status.status == agent_pb.WorkerStatus.WS_FULL)
 
     assert await livekit.dispatch("too-late") is None
     await asyncio.sleep(0.2)
@@ -315,7 +316,7 @@ async def test_a_draining_worker_takes_no_new_room_and_leaves_once_its_rooms_end
     await asyncio.wait_for(task, 10)
     assert rooms.cancelled == []
     assert livekit.job_statuses(job.id)[-1] == agent_pb.JobStatus.JS_SUCCESS
-    await eventually(lambda: not seen.connected)
+    await until(lambda: not seen.connected)
 
 
 async def test_a_drain_ends_rooms_still_in_progress_after_its_timeout(livekit, make_worker):
@@ -340,7 +341,7 @@ async def test_sigterm_drains_the_worker(livekit, make_worker, with_signals):
 
     os.kill(os.getpid(), signal.SIGTERM)
 
-    await eventually(lambda: worker.draining)
+    await until(lambda: worker.draining)
     assert not task.done()
     rooms.end("call")
     await asyncio.wait_for(task, 10)
@@ -356,7 +357,7 @@ async def test_a_second_signal_while_draining_leaves_the_rooms_at_once(livekit, 
     await offer(livekit, rooms, "long-call")
 
     os.kill(os.getpid(), signal.SIGTERM)
-    await eventually(lambda: worker.draining)
+    await until(lambda: worker.draining)
     os.kill(os.getpid(), signal.SIGINT)
 
     await asyncio.wait_for(task, 10)
@@ -466,7 +467,7 @@ async def test_a_caller_in_a_livekit_room_hears_brisk_answer(runtime, tmp_path):
 
     await caller.connect(url, token)
     try:
-        await eventually(lambda: len(caller.remote_participants) > 0, timeout=20)
+        await until(lambda: len(caller.remote_participants) > 0, timeout=20)
         source = rtc.AudioSource(16000, 1)
         microphone = rtc.LocalAudioTrack.create_audio_track("microphone", source)
         await caller.local_participant.publish_track(
@@ -485,7 +486,7 @@ async def test_a_caller_in_a_livekit_room_hears_brisk_answer(runtime, tmp_path):
         def answered():
             return any(t > speech_end and np.sqrt(np.mean(pcm.astype(float) ** 2)) > 300 for t, pcm in received)
 
-        await eventually(answered, timeout=30)
+        await until(answered, timeout=30)
     finally:
         await caller.disconnect()
         for reader in readers:

@@ -16,6 +16,7 @@ from agent.config import load_config
 from agent.runtime.llama_build import find_binary
 from agent.runtime.llm_server import LLMServerError, LocalLLMServer
 from agent.runtime.models import llm_model_path
+from tests.waiting import until
 
 BINARY = find_binary(load_config().llama_server_dir, load_config().llama_cpu_flags)
 
@@ -44,15 +45,6 @@ async def server(tmp_path):
     await server.start()
     yield server
     await server.stop()
-
-
-async def _eventually(condition, describe, timeout_s=180.0):
-    """Waits for `condition`; the timeout only keeps a broken build from hanging."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting: {describe()}")
-        await asyncio.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:
@@ -157,7 +149,7 @@ async def test_a_killed_server_is_restarted_warm_on_the_same_address(server):
     base_url, old_pid = server.base_url, server.pid
 
     os.kill(old_pid, signal.SIGKILL)
-    await _eventually(lambda: server.pid != old_pid and server.healthy, server.status)
+    await until(lambda: server.pid != old_pid and server.healthy, server.status, timeout=180)
 
     status = server.status()
     assert status["restarts"] == 1
@@ -187,7 +179,7 @@ async def test_restarting_gives_up_after_the_bounded_number_of_attempts(tmp_path
         model.unlink()
         os.kill(server.pid, signal.SIGKILL)
 
-        await _eventually(lambda: server.status()["state"] == "failed", server.status)
+        await until(lambda: server.status()["state"] == "failed", server.status, timeout=180)
 
         assert not server.healthy
         assert server.status()["restarts"] == 0
@@ -245,7 +237,7 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path):
         parent.kill()
         parent.wait()
 
-        asyncio.run(_eventually(lambda: not _alive(child), lambda: f"pid {child} still alive"))
+        asyncio.run(until(lambda: not _alive(child), lambda: f"pid {child} still alive", timeout=180))
     finally:
         parent.kill()
         parent.wait()

@@ -46,6 +46,7 @@ from tests.fakes.delay_processor import (
     InstantOutputTransport,
 )
 from tests.fakes.failing_processor import ErrorOnFrameProcessor
+from tests.waiting import until
 
 STOP_SECS = 0.2
 REPO = Path(__file__).resolve().parent.parent
@@ -315,10 +316,8 @@ async def test_metrics_scraped_after_a_real_call_show_its_latencies(e2e_config, 
         async with httpx.AsyncClient() as http:
             before = (await http.get(f"{base_url}/metrics")).text
         result = await place_call(base_url, app, clip.samples, clip.sample_rate)
-        for _ in range(100):  # the server ends its side once the peer has gone
-            if app.state.calls.active == 0:
-                break
-            await asyncio.sleep(0.1)
+        # The server ends its side once the peer has gone.
+        await until(lambda: app.state.calls.active == 0, "the server to end its side", timeout=10)
         async with httpx.AsyncClient() as http:
             after_text = (await http.get(f"{base_url}/metrics")).text
 

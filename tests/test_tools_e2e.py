@@ -28,8 +28,9 @@ from tests.fakes.slow_store import SlowStore
 from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.fakes.twilio_rest import TwilioRestStandIn
 from tests.speech import synthesize_speech
+from tests.waiting import until
 from tests.browser import needs_chromium, page_with_mic
-from tests.test_twilio import phone_server, sign, speech_8k, stream_of, wait_until, wait_until_quiet
+from tests.test_twilio import phone_server, sign, speech_8k, stream_of, wait_until_quiet
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.e2e]
 
@@ -93,7 +94,7 @@ async def test_a_spoken_order_number_is_looked_up_and_read_back(agent, tmp_path)
         [call] = server.calls
         # A pause may end the turn before the number (then the bot asks for it, and the number
         # that follows is looked up): either way the order is found.
-        await wait_until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=40)
+        await until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=40)
         await wait_until_quiet(client)
         await client.hang_up()
 
@@ -119,12 +120,12 @@ async def test_asked_for_the_number_the_caller_keys_it_and_it_is_looked_up(agent
         client = await dial(server, "CA1002")
         await say(client, "Where is my order, please?", tmp_path, "check")
         [call] = server.calls
-        await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=30)
+        await until(lambda: tool_calls(call, "lookup_order"), timeout=30)
         await wait_until_quiet(client)
         keyed_at = time.monotonic()
         await client.press("1234#")
-        await wait_until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=20)
-        await wait_until(lambda: client.first_audible_after(keyed_at) is not None, timeout=15)
+        await until(lambda: any(c["result"].get("found") for c in tool_calls(call, "lookup_order")), timeout=20)
+        await until(lambda: client.first_audible_after(keyed_at) is not None, timeout=15)
         await wait_until_quiet(client)
         await client.hang_up()
 
@@ -140,7 +141,7 @@ async def test_two_callers_at_once_each_get_their_own_order(agent, tmp_path):
         await asyncio.gather(say(first, "My order number is four five seven two.", tmp_path, "first"),
                              second.press("9001#"))
         calls = {c.control.call_id: c for c in server.calls}
-        await wait_until(lambda: all(tool_calls(c, "lookup_order") for c in calls.values()), timeout=40)
+        await until(lambda: all(tool_calls(c, "lookup_order") for c in calls.values()), timeout=40)
         await asyncio.gather(wait_until_quiet(first), wait_until_quiet(second))
         await asyncio.gather(first.hang_up(), second.hang_up())
 
@@ -154,11 +155,11 @@ async def test_a_slow_lookup_gets_one_filler_before_the_answer(agent):
     try:
         async with serving(agent) as server:
             client = await dial(server, "CA1005")
-            await asyncio.sleep(1.0)
+            await wait_until_quiet(client)  # the greeting, to its end: what is heard next answers the key press
             pressed = time.monotonic()
             await client.press("4572#")
             [call] = server.calls
-            await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=20)
+            await until(lambda: tool_calls(call, "lookup_order"), timeout=20)
             answered = time.monotonic()
             await wait_until_quiet(client)
             await client.hang_up()
@@ -178,12 +179,12 @@ async def test_with_the_store_down_a_lookup_is_apologised_for_and_the_call_goes_
     try:
         async with serving(agent) as server:
             client = await dial(server, "CA1009")
-            await asyncio.sleep(1.0)
+            await wait_until_quiet(client)  # the greeting, to its end
             pressed = time.monotonic()
             await client.press("4572#")
             [call] = server.calls
-            await wait_until(lambda: tool_calls(call, "lookup_order"), timeout=20)
-            await wait_until(lambda: client.first_audible_after(pressed) is not None, timeout=15)
+            await until(lambda: tool_calls(call, "lookup_order"), timeout=20)
+            await until(lambda: client.first_audible_after(pressed) is not None, timeout=15)
             await wait_until_quiet(client)
             await client.hang_up()
     finally:
@@ -210,7 +211,7 @@ async def test_a_rental_is_booked_step_by_step_and_written_to_the_store(agent, t
         await say(client, "I would like to rent two city bikes for Saturday.", tmp_path, "request")
         [call] = server.calls
         booking = call.tools.booking
-        await wait_until(lambda: booking.step is not None, timeout=30)
+        await until(lambda: booking.step is not None, timeout=30)
         asked = []
         for turn in range(8):
             await wait_until_quiet(client)
@@ -218,7 +219,7 @@ async def test_a_rental_is_booked_step_by_step_and_written_to_the_store(agent, t
                 break
             asked.append(booking.step)
             await say(client, ANSWERS[booking.step], tmp_path, f"answer-{turn}")
-            await wait_until(lambda: booking.flow_manager.current_node == "booked" or booking.step != asked[-1]
+            await until(lambda: booking.flow_manager.current_node == "booked" or booking.step != asked[-1]
                              or call.fast_path.hits[-1].intent == "booking:ask_again", timeout=30)
         await client.hang_up()
 
@@ -238,7 +239,7 @@ async def test_asking_for_a_person_hands_the_call_to_the_transfer_number_after_s
     async with serving(agent) as server:
         client = await dial(server, "CA1007")
         end = await say(client, "Can I talk to a person, please?", tmp_path, "person")
-        await wait_until(lambda: twilio_rest.updates, timeout=40)
+        await until(lambda: twilio_rest.updates, timeout=40)
         await asyncio.wait_for(client.closed.wait(), 10)
         [call] = server.calls
 
@@ -351,7 +352,7 @@ async def test_over_webrtc_goodbye_and_silence_end_the_call_from_the_bots_side(a
             call, task = app.state.calls.calls[caller.pc_id], app.state.calls.tasks[caller.pc_id]
             # The server ends the call by itself; the caller never hangs up.
             await asyncio.wait_for(task, 40)
-            await wait_until(lambda: caller.pc.connectionState in ("closed", "failed", "disconnected")
+            await until(lambda: caller.pc.connectionState in ("closed", "failed", "disconnected")
                              or caller.channel.readyState == "closed", timeout=10)
             ended[name] = (call.control.ended_by, caller.messages_of("server-message"))
             await caller.close()

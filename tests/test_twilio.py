@@ -38,6 +38,7 @@ from agent.transports.twilio import (
 from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.routers import include_first
 from tests.speech import normalize_text, synthesize_speech
+from tests.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -149,14 +150,6 @@ def speech_8k(text: str, tmp_path, name: str):
     return samples, round(clip.speech_start_s * SAMPLE_RATE), round(clip.speech_end_s * SAMPLE_RATE)
 
 
-async def wait_until(condition, timeout: float, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s")
-        await asyncio.sleep(step)
-
-
 async def wait_until_quiet(client: TwilioMediaStreamClient, quiet_s: float = 1.5, timeout: float = 30.0):
     """Wait until no audible audio has arrived for ``quiet_s``."""
 
@@ -164,7 +157,7 @@ async def wait_until_quiet(client: TwilioMediaStreamClient, quiet_s: float = 1.5
         audible = [m.t for m in client.media if m.rms >= 300]
         return audible and time.monotonic() - audible[-1] >= quiet_s
 
-    await wait_until(quiet, timeout)
+    await until(quiet, timeout=timeout)
 
 
 # -- the webhook ---------------------------------------------------------------------------
@@ -334,7 +327,7 @@ async def test_a_phone_caller_hears_the_answer_and_hangs_up_cleanly(phone_runtim
         await client.connect()
         requests_before = len(llm.requests)
         # The stream token works once: a second stream with it is refused; the call goes on.
-        await wait_until(lambda: server.calls, timeout=10)
+        await until(lambda: server.calls, timeout=10)
         replay = TwilioMediaStreamClient(f"ws://{server.host}{STREAM_PATH}", call_sid="CA7", custom_parameters=parameters)
         await replay.connect()
         await asyncio.wait_for(replay.closed.wait(), 10)
@@ -343,13 +336,13 @@ async def test_a_phone_caller_hears_the_answer_and_hangs_up_cleanly(phone_runtim
 
         spoken = await client.say(samples)
         end = spoken.time_of_sample(speech_end)
-        await wait_until(lambda: client.first_audible_after(end) is not None, timeout=30)
+        await until(lambda: client.first_audible_after(end) is not None, timeout=30)
         await wait_until_quiet(client)
-        await wait_until(lambda: "turn-1" in server.phone.calls[client.stream_sid].marks_played, timeout=10)
+        await until(lambda: "turn-1" in server.phone.calls[client.stream_sid].marks_played, timeout=10)
         phone_call = server.phone.calls[client.stream_sid]
         [call] = server.calls
         closed_by_server = await client.hang_up()
-        await wait_until(lambda: server.phone.active == 0, timeout=10)
+        await until(lambda: server.phone.active == 0, timeout=10)
 
     # What the caller said was understood, and answered out loud.
     [record] = call.latency.turns[:1]
@@ -398,13 +391,13 @@ async def test_barge_in_clears_the_phones_audio_at_once(phone_runtime, llm, tmp_
             answer_start = client.first_audible_after(first.time_of_sample(question_end))
             return answer_start is not None
 
-        await wait_until(answering, timeout=30)
+        await until(answering, timeout=30)
         await asyncio.sleep(1.0)  # the long answer is playing
         second = await client.say(thanks)
         cut_in, cut_in_end = second.time_of_sample(thanks_start), second.time_of_sample(thanks_end)
-        await wait_until(lambda: client.first_audible_after(cut_in_end) is not None, timeout=30)
+        await until(lambda: client.first_audible_after(cut_in_end) is not None, timeout=30)
         await wait_until_quiet(client)
-        await wait_until(lambda: len(client.events_of("mark")) == 1, timeout=10)
+        await until(lambda: len(client.events_of("mark")) == 1, timeout=10)
         [call] = server.calls
         await client.hang_up()
 

@@ -12,9 +12,10 @@ from pipecat.frames.frames import Frame
 from pipecat.pipeline.worker import PipelineWorker
 
 
-async def until(condition: Callable[[], bool | Awaitable[bool]], what: str = "the condition",
+async def until(condition: Callable[[], bool | Awaitable[bool]], what: str | Callable[[], object] = "the condition",
                 timeout: float = 30.0) -> None:
-    """Return as soon as ``condition()`` holds (awaited when it returns an awaitable)."""
+    """Return as soon as ``condition()`` holds (awaited when it returns an awaitable). ``what``
+    names it in the timeout's message; a callable is asked then (a server's status, say)."""
     deadline = time.monotonic() + timeout
     while True:
         held = condition()
@@ -22,7 +23,7 @@ async def until(condition: Callable[[], bool | Awaitable[bool]], what: str = "th
             held = await held
         if held:
             return
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
         await asyncio.sleep(0.01)
 
 

@@ -1,7 +1,7 @@
 """Stand-ins for what a LiveKit worker runs in each room, and the waits that go with them.
 
 livekit-agents runs each room on a job thread with an event loop of its own, so ``Rooms`` keeps
-each room's loop, ends a room through it (``end``), and is watched by polling (``eventually``)
+each room's loop, ends a room through it (``end``), and is watched by polling (``tests.waiting.until``)
 rather than with asyncio primitives of the test's loop. ``bare_call`` stands in for
 ``agent.call.pipeline.build_call`` where only the room's transport matters.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from types import SimpleNamespace
 
 from pipecat.pipeline.pipeline import Pipeline
@@ -18,15 +17,7 @@ from pipecat.pipeline.worker import PipelineWorker
 
 from agent.transports.livekit import RoomJob
 from tests.fakes.livekit_server import FakeLiveKitServer
-
-
-async def eventually(condition, timeout: float = 10.0) -> None:
-    """Wait until ``condition()`` holds; the timeout only stops a test that would hang."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+from tests.waiting import until
 
 
 class Rooms:
@@ -60,7 +51,7 @@ class Rooms:
         return room in self._rooms
 
     async def wait_for(self, count: int, timeout: float = 10.0) -> None:
-        await eventually(lambda: len(self.jobs) >= count, timeout)
+        await until(lambda: len(self.jobs) >= count, timeout=timeout)
 
     def end(self, room: str) -> None:
         loop, ended = self._rooms[room]
@@ -75,7 +66,7 @@ async def offer(livekit: FakeLiveKitServer, rooms: Rooms, name: str):
     """
     taken = await livekit.dispatch(name)
     if taken is not None:
-        await eventually(lambda: rooms.started(name))
+        await until(lambda: rooms.started(name))
     return taken
 
 
