@@ -155,7 +155,7 @@ async def test_a_slow_lookup_gets_one_filler_before_the_answer(agent):
     try:
         async with serving(agent) as server:
             client = await dial(server, "CA1005")
-            await wait_until_quiet(client)  # the greeting, to its end: what is heard next answers the key press
+            await until(lambda: server.calls, "the call's pipeline")
             pressed = time.monotonic()
             await client.press("4572#")
             [call] = server.calls
@@ -179,7 +179,7 @@ async def test_with_the_store_down_a_lookup_is_apologised_for_and_the_call_goes_
     try:
         async with serving(agent) as server:
             client = await dial(server, "CA1009")
-            await wait_until_quiet(client)  # the greeting, to its end
+            await until(lambda: server.calls, "the call's pipeline")
             pressed = time.monotonic()
             await client.press("4572#")
             [call] = server.calls
