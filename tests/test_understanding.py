@@ -294,6 +294,29 @@ def test_nothing_near_in_the_file_leaves_the_dont_know(embedder, business, asked
     assert facts.instead(asked) is None
 
 
+@pytest.mark.parametrize("business, asked, given", [
+    # Near the address's usual question, far from its line, and sharing no word with it.
+    (BIKES, "Which road are you on? I want to look it up on the map.", "We are at 42 Harbor Lane"),
+    (BIKES, "What's the postcode, for my phone's maps?", "We are at 42 Harbor Lane"),
+    # Near the policy's clause about notice, not its whole line.
+    (VETS, "My dog's run out of his heart pills, can I just ring for more?", "Repeat prescriptions need"),
+])
+def test_the_llm_is_given_the_line_of_the_topic_a_question_is_nearest(embedder, business, asked, given):
+    facts = FactIndex(load_business(business), clock=lambda: TUESDAY[business], embedder=embedder)
+    assert any(line.startswith(given) for line in facts.relevant(asked))
+
+
+@pytest.mark.parametrize("business, asked", [
+    (BIKES, "So I might swing by first thing tomorrow. When are you about?"),
+    (PLUMBING, "Do you lot work weekends at all?"),
+])
+def test_a_days_line_is_given_only_for_a_day_asked(embedder, business, asked):
+    # Which day's line lies nearest a question by meaning is arbitrary: "first thing tomorrow" lay
+    # nearest Friday's. The day asked is the one the words name (tomorrow is in the date line).
+    facts = FactIndex(load_business(business), clock=lambda: TUESDAY[business], embedder=embedder)
+    assert not [line for line in facts.relevant(asked) if line.startswith("On ")]
+
+
 def test_after_part_of_an_answer_only_a_worked_out_order_is_added(embedder):
     facts = FactIndex(load_business(PLUMBING), embedder=embedder)
     assert facts.instead("Is there a fee if I cancel my appointment late?", said="Well,") is None

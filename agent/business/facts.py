@@ -14,7 +14,8 @@ an answer says them, so the model can repeat them and has nothing to invent.
 Scoring is by meaning first (agent/business/meaning.py: the lines nearest the question), then
 word overlap with each line's topic words (a fact's own words plus a few words that ask for it:
 "cost" for prices, "when" for hours), a word's longer forms counting as the word ("rent" is
-"rental") and a few everyday variants too ("tire" is "tyre").
+"rental") and a few everyday variants too ("tire" is "tyre"); room left is given to the one-line
+topics (a policy, the address) the question lies nearest by any of their sentences.
 
 An order the caller names ("two large pepperonis and one large cheese") is worked out
 (agent/business/orders.py) and put first in the facts, so the answer reads a total rather than
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.business.meaning import NEAR_A_FACT, MeaningIndex
+from agent.business.meaning import NEAR_A_FACT, NOTHING_NEAR, MeaningIndex
 from agent.business.model import WEEKDAYS, Business
 from agent.business.orders import Reckoned, order_total
 from agent.business.prompt import opening_hours, spoken_hours
@@ -41,6 +42,8 @@ from processors.turns.comparison_form import comparison_words
 NO_FACTS = "There is no fact about this."
 # A fact line at least this close in meaning to a question is retrieved for it.
 RELEVANT_NEAR = 0.45
+# Topics this close to the nearest topic of a question give their nearest line too (``_topic_lines``).
+TOPIC_SPREAD = 0.1
 # Words that ask for a kind of fact, beyond the fact's own words.
 _ASKS = {
     "hours": frozenset("open opening opens close closed closing closes hours hour time when today tomorrow tonight now "
@@ -104,6 +107,8 @@ class FactIndex:
         # Worked out once: every check of a clause on the answer path reads them.
         self._line_words = {fact.line: words(fact.line) | fact.words for fact in self.facts}
         self.price_lines = frozenset(fact.line for fact in self.facts if fact.topic == "prices")
+        lines_of = {topic: [f.line for f in self.facts if f.topic == topic] for topic in {f.topic for f in self.facts}}
+        self._only_line = {topic: lines[0] for topic, lines in lines_of.items() if len(lines) == 1}
         vocabulary = set().union(*self._line_words.values())
         for intent in business.intents.values():
             vocabulary |= set().union(*(words(example) for example in intent.examples))
@@ -162,9 +167,12 @@ class FactIndex:
         ranked: list[Fact] = []
         candidates = [fact for _, fact in sorted(self.scores(question), key=lambda pair: -pair[0])]
         if self.meaning is not None:
-            # The lines nearest in meaning first ("shut" is "close"), then those sharing its words.
+            # The lines nearest in meaning first ("shut" is "close"), then those sharing its words,
+            # then, in the room left, the lines of the topics it is nearest.
             by_line = {fact.line: fact for fact in self.facts}
             near = [by_line[line] for _, _, line in self.meaning.fact_lines(question, floor=RELEVANT_NEAR)]
+            if near or candidates:
+                candidates += [by_line[line] for line in self._topic_lines(question)]
             candidates = list(dict.fromkeys(near + candidates))
         for fact in candidates:
             # At most two lines of one topic, so a question that touches two topics gets both.
@@ -174,6 +182,19 @@ class FactIndex:
         if any(fact.topic == "hours" for fact in ranked):
             lines.insert(0, today_line(self.business, self._clock()))
         return lines
+
+    def _topic_lines(self, question: str) -> list[str]:
+        """The line of each one-line topic (a policy, the address, the phone) the question lies
+        nearest, by any of the topic's sentences, nearest first: "What's your postcode?" is nearest
+        the address by "What is your address?", though no fact line is near it, and "We'd need a
+        dozen pies, do you want money up front?" the large-orders policy by its clause about a
+        deposit. Only topics within ``TOPIC_SPREAD`` of the nearest topic, and at least
+        ``NOTHING_NEAR`` from the question. The hours and prices are left to the day or item
+        named: their lines differ by that alone, so the nearest of them by meaning is arbitrary."""
+        ranked = [(topic, score) for topic, score, _ in self.meaning.ranked(question)]
+        best = ranked[0][1] if ranked else 0.0
+        return [self._only_line[topic] for topic, score in ranked
+                if topic in self._only_line and score >= max(NOTHING_NEAR, best - TOPIC_SPREAD)]
 
     def words_of(self, line: str) -> set[str]:
         """A fact line's words and the words that ask for it ("time" for the hours)."""
