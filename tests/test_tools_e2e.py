@@ -1,7 +1,7 @@
 """The agent acts, over a real phone call: order lookups said and keyed, a filler, a booking flow,
 a hand-over to a person through Twilio's REST API, and a goodbye that hangs up.
 
-Each call is ``tests/fakes/twilio_client.py`` (Twilio's Media Streams side, espeak-ng speech at
+Each call is ``agent/caller/twilio_caller.py`` (Twilio's Media Streams side, espeak-ng speech at
 8 kHz) against a real Brisk server on the embedded default: Silero, tiny.en, Qwen 0.5B on
 llama-server, hibari. Twilio's REST API is ``tests/fakes/twilio_rest.py`` on loopback.
 """
@@ -25,7 +25,7 @@ from agent.transports.twilio import STREAM_PATH
 from agent.transports.twilio_transfer import TRANSFER_MARK
 from tests.fakes.broken_store import BrokenStore
 from tests.fakes.slow_store import SlowStore
-from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
+from agent.caller.twilio_caller import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.fakes.twilio_rest import TwilioRestStandIn
 from tests.speech import synthesize_speech
 from tests.waiting import until

@@ -1,6 +1,6 @@
 """Phone calls over Twilio Media Streams, against the real server and real models.
 
-The caller is ``tests/fakes/twilio_client.py``: Twilio's side of the protocol over a real
+The caller is ``agent/caller/twilio_caller.py``: Twilio's side of the protocol over a real
 WebSocket on loopback, streaming espeak-ng speech as 20 ms mu-law media events in real time.
 The LLM is ``agent/bench/scripted_llm.py`` (a real OpenAI-compatible server with fixed answers) so an
 answer is long enough to cut into; VAD, Whisper and the voice are the embedded ones.
@@ -35,7 +35,7 @@ from agent.transports.twilio import (
     stream_twiml,
     webhook_params,
 )
-from tests.fakes.twilio_client import SAMPLE_RATE, TwilioMediaStreamClient
+from agent.caller.twilio_caller import SAMPLE_RATE, TwilioMediaStreamClient
 from tests.routers import include_first
 from tests.speech import normalize_text, synthesize_speech
 from tests.waiting import until

@@ -2,6 +2,7 @@
 
     python -m agent bench [--quick] [--llm embedded|scripted|reference] [--turns N] [--business FILE] [--json PATH] [--plot PATH]
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
+    python -m agent bench --suite faq --condition web,phone,noisy,phone+noisy [--business FILE ...]
     python -m agent bench --suite turns [--turns N] [--json PATH]
 
 One ``Runtime`` (one LLM server, one Whisper, one voice) serves three HTTP servers in this
@@ -279,13 +280,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "Harbor Lane Bikes)")
     parser.add_argument("--questions", default=None, metavar="FILE",
                         help="--suite faq: the questions file, for one --business (default: beside the business file)")
+    parser.add_argument("--condition", default=None, metavar="LIST",
+                        help="--suite faq: Brisk's calls through each of these channels instead of the A/B calls, "
+                             "e.g. web,phone,noisy,phone+noisy (web: 16 kHz WebRTC; phone: 8 kHz mu-law over the "
+                             "Twilio media stream; +noisy / +noisy10: pink noise at 20 / 10 dB SNR; JSON key "
+                             "\"conditions\", agent/bench/conditions.py)")
     parser.add_argument("--text", action="store_true",
                         help="--suite faq: the questions as text only, no calls (a minute, not half an hour)")
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
-        parser.error("--suite faq takes --llm, --turns, --business, --questions, --text and --json only")
-    if args.suite != "faq" and (args.questions or args.text):
-        parser.error("--questions and --text are for --suite faq")
+        parser.error("--suite faq takes --llm, --turns, --business, --questions, --text, --condition and --json only")
+    if args.suite != "faq" and (args.questions or args.text or args.condition):
+        parser.error("--questions, --text and --condition are for --suite faq")
+    if args.text and args.condition:
+        parser.error("--text asks no calls; --condition is about the calls")
+    if args.condition:
+        from agent.bench.conditions import parse_conditions
+
+        try:
+            args.condition = parse_conditions(args.condition)
+        except ValueError as error:
+            parser.error(f"--condition: {error}")
     if args.suite not in ("faq", "ab") and args.business:
         parser.error("--business is for --suite faq and the A/B")
     if args.suite == "ab" and len(args.business or []) > 1:
@@ -380,7 +395,7 @@ def _faq_main(args: argparse.Namespace, started: float) -> int:
     suites = []
     for business in args.business or [None]:
         suite = asyncio.run(faq.run_faq(llm=args.llm, turns=args.turns, log=_log, business=business,
-                                        questions=args.questions, text_only=args.text))
+                                        questions=args.questions, text_only=args.text, conditions=args.condition))
         print(faq.format_faq(suite))
         print()
         suites.append(suite)

@@ -119,9 +119,10 @@ def summarize(turns: list[dict]) -> dict:
 
 
 async def run_faq(*, llm: str, turns: int | None, log, business: str | None = None, questions: str | None = None,
-                  text_only: bool = False) -> dict:
+                  text_only: bool = False, conditions: list | None = None) -> dict:
     """The suite for one business (the shipped shop when None) with its questions file (beside it
-    when None), both sides; see the module docstring. ``text_only``: the questions as text alone."""
+    when None), both sides; see the module docstring. ``text_only``: the questions as text alone;
+    ``conditions`` (agent/bench/conditions.py): Brisk's calls in each of them, instead of the A/B calls."""
     questions_file = Path(questions) if questions else questions_path(business)
     asked = load_questions(questions_file)
     asked = list(asked[:turns] if turns else asked)
@@ -149,6 +150,16 @@ async def run_faq(*, llm: str, turns: int | None, log, business: str | None = No
         if text_only:
             return _result(config, runtime, llm, asked, now, text=text, understanding=understanding)
         clips = [render(q.utterance) for q in asked]
+        if conditions:
+            from agent.bench.conditions import measure_conditions
+
+            rig = await start_rig(stack, config, runtime, scripted_llm, ("brisk",))
+            await rig.call("brisk", render(WARMUP))
+            by_condition = await measure_conditions(
+                conditions, asked, clips, rig, log=log,
+                grade=lambda q, answer: grade(q, answer, now=now, business=config.business_definition))
+            return _result(config, runtime, llm, asked, now, text=text, understanding=understanding,
+                           conditions=by_condition)
         rig = await start_rig(stack, config, runtime, scripted_llm, FLAVORS)
         for flavor in FLAVORS:
             await rig.call(flavor, render(WARMUP))
@@ -398,6 +409,10 @@ def format_faq(result: dict) -> str:
             t["requests"], t["requests"] - t["needs_a_tool"]), "|---|---|---|---|",
             f"| embedded LLM, tools offered | {t['llm']['right']} | {t['llm']['parsed_as_tool_calls']} | {t['llm']['called_when_none_needed']} |",
             f"| Brisk's intent router | {t['router']['right']} | - | {t['router']['called_when_none_needed']} |"]
+    if result.get("conditions"):
+        from agent.bench.conditions import format_conditions
+
+        lines += ["", format_conditions(result["conditions"])]
     if result.get("asr"):
         lines += ["", "| ASR | WER | fast-path intent as on the true text | fast-path matches |", "|---|---|---|---|"]
     for key, asr in (result.get("asr") or {}).items():
@@ -421,6 +436,10 @@ def summary_by_business(suites: list[dict]) -> dict:
                 if "v2v_ms" in counts:  # spoken: how fast the right answers came, and the fast path's
                     row[source]["v2v_p50_ms"] = {path: counts["v2v_ms"][path]["p50"]
                                                  for path in ("right", "fast_path", "llm") if path in counts["v2v_ms"]}
+        for condition, c in (suite.get("conditions") or {}).items():
+            row.setdefault("conditions", {})[condition] = {
+                "wer": c["wer"], "right": c["correct"], "wrong": c["wrong"], "dont_know": c["dont_know"],
+                "v2v_p50_ms": c["v2v_p50_ms"]}
         summary[name] = row
     return summary
 
@@ -435,4 +454,11 @@ def format_summary(summary: dict) -> str:
         v2v = row.get("spoken", {}).get("v2v_p50_ms", {})
         speed = f"{fmt(v2v.get('right'))} / {fmt(v2v.get('fast_path'))}" if v2v else "-"
         lines.append(f"| {name} | {row['questions']} | {cell('spoken')} | {cell('text')} | {speed} |")
+    by_condition = [(name, condition, c) for name, row in summary.items()
+                    for condition, c in row.get("conditions", {}).items()]
+    if by_condition:
+        lines += ["", "| business (Brisk) | condition | WER | right / wrong / don't know | v2v P50, right answers (ms) |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {name} | {condition} | {c['wer']:.1%} | {c['right']} / {c['wrong']} / {c['dont_know']} | "
+                  f"{fmt(c['v2v_p50_ms']['right'])} |" for name, condition, c in by_condition]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Twilio's side of a Media Stream, over a real WebSocket: a phone caller for tests.
+"""Twilio's side of a Media Stream, over a real WebSocket: a phone caller for the benches and tests.
 
 It speaks the protocol as Twilio does: ``connected`` then ``start`` (streamSid, callSid,
 customParameters, 8 kHz mono mu-law), then a ``media`` event every 20 ms for the whole call
@@ -8,6 +8,10 @@ in real time, like a phone's jitter buffer), ``mark`` (echoed once the audio sen
 played) and ``clear`` (drops what is still unplayed and echoes the pending marks at once).
 
 The mu-law codec is G.711's, written here rather than borrowed from the server's code.
+
+``dial`` places a call as Twilio does against a server on loopback: the voice webhook, then the
+stream its TwiML names, with the parameters it gives (no signature: a server with no Twilio auth
+token takes loopback calls unsigned, agent/transports/twilio.py).
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
+from xml.etree import ElementTree
 
+import httpx
 import numpy as np
 import websockets
+
+from agent.transports.twilio import STREAM_PATH, VOICE_PATH
 
 SAMPLE_RATE = 8000
 CHUNK_SAMPLES = 160  # 20 ms
@@ -49,6 +57,8 @@ def ulaw_decode(data: bytes) -> np.ndarray:
 class ReceivedMedia:
     t: float  # monotonic arrival time
     pcm: np.ndarray  # int16, 8 kHz
+
+    sample_rate: int = SAMPLE_RATE
 
     @property
     def rms(self) -> float:
@@ -155,6 +165,11 @@ class TwilioMediaStreamClient:
 
     # -- what came back ----------------------------------------------------------------------
 
+    @property
+    def received(self) -> list[ReceivedMedia]:
+        """What came back, as the WebRTC caller names it (agent/bench/listening.py reads either)."""
+        return self.media
+
     def events_of(self, kind: str) -> list[tuple[float, dict]]:
         return [(t, e) for t, e in self.events if e.get("event") == kind]
 
@@ -250,3 +265,20 @@ class TwilioMediaStreamClient:
             await self._send({"event": "mark", "mark": {"name": name}, "streamSid": self.stream_sid})
         except websockets.ConnectionClosed:
             pass
+
+
+async def dial(base_url: str, call_sid: str, *, caller: str = "+15550100",
+               called: str = "+15550199") -> TwilioMediaStreamClient:
+    """A call to the Brisk server at ``base_url`` (``http://host:port``), connected and streaming."""
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post(VOICE_PATH, data={"CallSid": call_sid, "From": caller, "To": called})
+        response.raise_for_status()
+    stream = ElementTree.fromstring(response.text).find("./Connect/Stream")
+    if stream is None:
+        raise RuntimeError(f"the voice webhook answered no stream: {response.text[:200]}")
+    parameters = {p.get("name"): p.get("value") for p in stream.findall("Parameter")}
+    host = base_url.split("://", 1)[1]
+    client = TwilioMediaStreamClient(f"ws://{host}{STREAM_PATH}", call_sid=call_sid,
+                                     stream_sid=f"MZ{call_sid.removeprefix('CA')}", custom_parameters=parameters)
+    await client.connect()
+    return client
