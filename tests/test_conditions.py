@@ -95,6 +95,8 @@ async def test_one_question_is_asked_over_webrtc_and_over_a_noisy_twilio_stream(
             [Condition("web", "web"), Condition("phone+noisy", "phone", 20.0)], [question],
             [render(question.utterance)], rig, grade=lambda q, answer: grade(q, answer, business=business),
             log=lambda line: None)
+        # Each call had ended, its line free, before the next was placed.
+        assert rig.sides["brisk"].app.state.admission.active == 0
 
     assert list(result) == ["web", "phone+noisy"]
     assert len(phone_calls) == 1  # the phone condition's call came in over the Twilio routes

@@ -117,6 +117,10 @@ async def phone_call(side: Side, clip: Clip, before_call=None) -> dict:
         first, cut = await first_audible_answer(caller, end, done)
     finally:
         await caller.hang_up()
+        # The call's pipeline closes its last turn record and frees its line as it ends: wait for it.
+        deadline = time.monotonic() + 15
+        while caller.stream_sid in phone.calls and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
     records = call.latency.summary()["turns"]
     record = answering_record(records, end)
     first = heard_answer(caller.received, first, record)
