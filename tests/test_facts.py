@@ -147,6 +147,10 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     # A claim about what the file does not know, made of a fact that was retrieved (FAQ suite,
     # 2026-12-01 19:02: the one wrong answer over 32 calls).
     ("And the parking near the shop.", "The parking near the shop is at 42 Harbor Lane, Portsmouth, next to the ferry terminal."),
+    # The same, said before an "I don't know" in one sentence, which excuses only itself (FAQ
+    # suite's noisy calls: "We are hiring, I'm sorry, I don't know that.").
+    ("Are you hiring mechanics for the repairs at the moment?", "We are hiring, I'm sorry, I don't know that."),
+    ("Do you rent out tandems for the day?", "We rent tandems, but I'm not sure of the price. Would you like me to put you through to a person?"),
     # Prices of things the caller did not name, read out to a question about something the file
     # does not know (FAQ suite, 2026-12-01: "Can I pay with cash?" heard without its "Can").
     ("I pay with cash.", "Flat tyre repair is 12 dollars, while you wait."),

@@ -374,6 +374,16 @@ def _not_a_claim(sentence: str) -> bool:
     return sentence.endswith("?") or len(sentence.split()) <= 3 or bool(_DONT_KNOW.search(sentence.lower()))
 
 
+def _claimed(sentence: str) -> str:
+    """What ``sentence`` claims: all of it; what comes before its "I don't know" (or offer of a
+    person), however short ("We are hiring, I'm sorry, I don't know that." claims "We are
+    hiring", heard in the FAQ suite's noisy calls); nothing for a question back or a few words."""
+    said = _DONT_KNOW.search(sentence.lower())
+    if said:
+        return sentence[:said.start()]
+    return "" if _not_a_claim(sentence) else sentence
+
+
 def _supports(index: FactIndex, question: str, answer: str) -> bool:
     if NO_FACTS.lower().rstrip(".") in answer.lower():  # the grounding message read back
         return False
@@ -404,8 +414,7 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # A claim about what the caller asked that the file does not know, their word said back in a
     # statement ("The parking near the shop is at 42 Harbor Lane."), is made up from the facts
     # that happened to be retrieved.
-    if any(unknown & words(sentence) for sentence in _SENTENCE.findall(answer)
-           if sentence.strip() and not _not_a_claim(sentence)):
+    if any(unknown & words(_claimed(sentence)) for sentence in _SENTENCE.findall(answer) if sentence.strip()):
         return False
     # Worked out only from prices the caller named, so a word the file does not know beside them
     # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
