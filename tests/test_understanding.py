@@ -317,6 +317,15 @@ def test_a_days_line_is_given_only_for_a_day_asked(embedder, business, asked):
     assert not [line for line in facts.relevant(asked) if line.startswith("On ")]
 
 
+@pytest.mark.parametrize("business, asked", [
+    (VETS, "Is there anybody around first thing in the morning?"),  # lay nearest Wednesday's line
+    (PLUMBING, "I'll have to ring back tomorrow when we'll be off if we open."),  # a phone call, misheard
+])
+def test_what_the_model_fumbled_never_becomes_another_days_hours(embedder, business, asked):
+    facts = FactIndex(load_business(business), clock=lambda: TUESDAY[business], embedder=embedder)
+    assert not any(line in (facts.instead(asked) or "") for line in facts.day_lines)
+
+
 def test_after_part_of_an_answer_only_a_worked_out_order_is_added(embedder):
     facts = FactIndex(load_business(PLUMBING), embedder=embedder)
     assert facts.instead("Is there a fee if I cancel my appointment late?", said="Well,") is None

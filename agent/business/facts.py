@@ -52,6 +52,7 @@ _ASKS = {
     "phone": frozenset("phone number call ring telephone".split()),
     "prices": PRICE_WORDS,
 }
+_DAY_NAMES = frozenset(WEEKDAYS) | {f"{day}s" for day in WEEKDAYS}
 # Words a caller calls any business by: they name the business itself, which every fact is about.
 _SELF = frozenset("shop store business place company".split())
 
@@ -71,7 +72,7 @@ def facts_of(business: Business) -> list[Fact]:
         Fact("address", f"We are at {business.address}.", frozenset(words(business.address) | _ASKS["address"])),
         Fact("phone", f"Our phone number is {business.phone}.", _ASKS["phone"]),
         Fact("hours", f"We are open {opening_hours(business)}.",
-             frozenset(_ASKS["hours"] | set(WEEKDAYS) | {f"{d}s" for d in WEEKDAYS})),
+             frozenset(_ASKS["hours"] | _DAY_NAMES)),
     ]
     for day in WEEKDAYS:
         said = spoken_hours(business.hours[day])
@@ -107,6 +108,9 @@ class FactIndex:
         # Worked out once: every check of a clause on the answer path reads them.
         self._line_words = {fact.line: words(fact.line) | fact.words for fact in self.facts}
         self.price_lines = frozenset(fact.line for fact in self.facts if fact.topic == "prices")
+        # One day's hours: the lines asked for by that day's name alone.
+        self.day_lines = frozenset(fact.line for fact in self.facts
+                                   if fact.topic == "hours" and fact.words <= _DAY_NAMES)
         lines_of = {topic: [f.line for f in self.facts if f.topic == topic] for topic in {f.topic for f in self.facts}}
         self._only_line = {topic: lines[0] for topic, lines in lines_of.items() if len(lines) == 1}
         vocabulary = set().union(*self._line_words.values())
@@ -268,8 +272,10 @@ class FactIndex:
             return None
         # Near in meaning only: a line that merely shares a word ("Bring a photo ID to rent a
         # bike." to "Can I bring my dog into the shop?") is no better than "I don't know".
+        # Nor one day's hours: another day's, said to "Will you be open tomorrow?", sound like
+        # tomorrow's ("on Sunday we are closed" on a Sunday, to a phone call's misheard question).
         line = next((line for _, topic, line in self.meaning.fact_lines(question, floor=NEAR_A_FACT)
-                     if topic != "prices"), None) if self.meaning else None
+                     if topic != "prices" and line not in self.day_lines), None) if self.meaning else None
         return self.business.unsure(line) if line else None
 
     def lacking(self, question: str, answer: str) -> str | None:
