@@ -71,6 +71,19 @@ def heard_answer(received: list, first: float | None, record: dict | None) -> fl
     return first_audible_after(received, sent)
 
 
+def answer_went_out(call, records_before: int) -> bool:
+    """Whether a turn of ``call`` closed since its first ``records_before`` with answer audio sent."""
+    closed = call.latency.turns[records_before:] if call else []
+    return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
+
+
+def heard_text(records: list[dict], record: dict | None) -> str:
+    """What the pipeline heard of the whole utterance up to its answering ``record``, even when it
+    cut the utterance into several turns."""
+    heard = records[: records.index(record) + 1] if record else []
+    return " ".join(r["user_text"] for r in heard if r.get("user_text"))
+
+
 def rebased_stages(record: dict | None, end: float) -> dict:
     """Waterfall in ms after the true end of speech (the server measured from the VAD's estimate)."""
     stages = {"speech_end": 0.0}
@@ -114,8 +127,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
     def done(first: float, now: float) -> bool:
         if scripted_llm is not None:
             return now - first >= LISTEN_S and not scripted_llm.busy(requests_before)
-        closed = call.latency.turns[records_before:] if call else []
-        return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
+        return answer_went_out(call, records_before)
 
     try:
         await asyncio.wait_for(mic.finished.wait(), timeout=clip.duration_s + 30)
@@ -132,9 +144,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
     record = answering_record(records, end)
     first = heard_answer(caller.received, first, record)
     utterance = clip.utterance
-    # What the pipeline heard of the whole utterance, even when it cut it into several turns.
-    heard = records[: records.index(record) + 1] if record else []
-    user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
+    user_text = heard_text(records, record)
     stats = getattr(call, "speculation", None)
     prefetch = getattr(call, "speculative_audio", None)
     llm = await meter.measure(usage, server_mark, speculation=stats, warmups=prefix_warmups(call))

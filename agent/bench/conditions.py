@@ -27,8 +27,9 @@ import uuid
 
 import numpy as np
 
-from agent.bench.calls import Side, answering_record, bench_call, heard_answer
+from agent.bench.calls import Side, answer_went_out, answering_record, bench_call, heard_answer, heard_text
 from agent.bench.corpus import Clip
+from agent.bench.faq_questions import OUTCOMES
 from agent.bench.listening import first_audible_answer
 from agent.bench.phone import phone_line
 from agent.bench.stats import fmt, percentiles, word_error_rate
@@ -36,7 +37,6 @@ from agent.caller import twilio_caller
 
 CHANNELS = ("web", "phone")
 NOISES = {"noisy": 20.0, "noisy10": 10.0}  # name -> SNR in dB
-OUTCOMES = ("correct", "wrong", "dont_know", "incomplete", "no_answer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,11 +110,7 @@ async def phone_call(side: Side, clip: Clip, before_call=None) -> dict:
         utterance = await asyncio.wait_for(said, timeout=clip.duration_s + 30)
         end = utterance.time_of_sample(round(clip.speech_end_s * twilio_caller.SAMPLE_RATE))
 
-        def done(first: float, now: float) -> bool:
-            closed = call.latency.turns[records_before:]
-            return any((r.get("stages_ms") or {}).get("first_audio_out") is not None for r in closed)
-
-        first, cut = await first_audible_answer(caller, end, done)
+        first, cut = await first_audible_answer(caller, end, lambda *_: answer_went_out(call, records_before))
     finally:
         await caller.hang_up()
         # The call's pipeline closes its last turn record and frees its line as it ends: wait for it.
@@ -124,8 +120,7 @@ async def phone_call(side: Side, clip: Clip, before_call=None) -> dict:
     records = call.latency.summary()["turns"]
     record = answering_record(records, end)
     first = heard_answer(caller.received, first, record)
-    heard = records[: records.index(record) + 1] if record else []
-    user_text = " ".join(r["user_text"] for r in heard if r.get("user_text"))
+    user_text = heard_text(records, record)
     answered = first is not None and any(r.get("bot_text") for r in records)
     return {
         "utterance": clip.utterance.id,

@@ -47,7 +47,7 @@ import numpy as np
 
 from agent.bench.calls import start_rig
 from agent.bench.corpus import WARMUP, render
-from agent.bench.faq_questions import FaqQuestion, expectations, load_questions, questions_path
+from agent.bench.faq_questions import OUTCOMES, FaqQuestion, expectations, load_questions, questions_path
 from agent.bench.report import FLAVORS
 from agent.bench.stats import fmt, percentiles, word_error_rate
 from agent.bench.tasks import measure_llm_tools, run_tasks
@@ -55,7 +55,6 @@ from agent.business.words import numbers_as_digits
 from agent.config import load_config
 from agent.runtime.runtime import Runtime
 
-OUTCOMES = ("correct", "wrong", "dont_know", "incomplete", "no_answer")
 # Spoken answers are one or two sentences; the cap only bounds a rambling small model.
 EMBEDDED_MAX_TOKENS = 60
 

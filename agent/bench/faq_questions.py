@@ -22,6 +22,9 @@ import yaml
 from agent.bench.corpus import Utterance, spoken
 from agent.business.model import WEEKDAYS, Business, default_business_path, load_business
 
+# How an answer to a question is graded (agent/bench/faq.py ``grade``).
+OUTCOMES = ("correct", "wrong", "dont_know", "incomplete", "no_answer")
+
 
 @dataclass(frozen=True)
 class FaqQuestion:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,8 +112,8 @@ class FactIndex:
         # One day's hours: the lines asked for by that day's name alone.
         self.day_lines = frozenset(fact.line for fact in self.facts
                                    if fact.topic == "hours" and fact.words <= _DAY_NAMES)
-        lines_of = {topic: [f.line for f in self.facts if f.topic == topic] for topic in {f.topic for f in self.facts}}
-        self._only_line = {topic: lines[0] for topic, lines in lines_of.items() if len(lines) == 1}
+        held = Counter(fact.topic for fact in self.facts)
+        self._only_line = {fact.topic: fact.line for fact in self.facts if held[fact.topic] == 1}
         vocabulary = set().union(*self._line_words.values())
         for intent in business.intents.values():
             vocabulary |= set().union(*(words(example) for example in intent.examples))

@@ -58,8 +58,6 @@ class ReceivedMedia:
     t: float  # monotonic arrival time
     pcm: np.ndarray  # int16, 8 kHz
 
-    sample_rate: int = SAMPLE_RATE
-
     @property
     def rms(self) -> float:
         return float(np.sqrt(np.mean(self.pcm.astype(np.float64) ** 2))) if len(self.pcm) else 0.0
