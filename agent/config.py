@@ -345,6 +345,9 @@ class BriskConfig(BaseSettings):
     webhook_secret: str | None = Field(
         None, description="Key of the webhook's X-Brisk-Signature (HMAC-SHA256 of '<t>.<body>'); required with webhook_url."
     )
+    tool_secret: str | None = Field(
+        None, description="Key of the X-Brisk-Signature on every request of the business file's HTTP tools (HMAC-SHA256 of '<t>.<body>'); required when it declares any."
+    )
     webhook_retry_secs: float = Field(
         2.0, gt=0, description="A failed webhook delivery is tried again after this long, doubling each time up to 10 minutes."
     )
@@ -393,6 +396,9 @@ class BriskConfig(BaseSettings):
             )
         if self.webhook_url and not self.webhook_secret:
             raise ValueError("webhook_url needs BRISK_WEBHOOK_SECRET too: receivers check each delivery's signature with it")
+        if self._business.http_tools and not self.tool_secret:
+            raise ValueError(f"the business file's HTTP tools ({', '.join(self._business.http_tools)}) need "
+                             "BRISK_TOOL_SECRET: every request they send is signed with it")
         if self.tts == "cartesia" and not self.cartesia_api_key:
             raise ValueError("tts=cartesia needs BRISK_CARTESIA_API_KEY")
         if self.livekit_url and not (self.livekit_api_key and self.livekit_api_secret):

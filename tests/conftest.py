@@ -24,6 +24,10 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 os.environ.setdefault("BRISK_GREET_FIRST", "false")
 os.environ.setdefault("BRISK_USER_IDLE_SECS", "0")
 os.environ.setdefault("BRISK_DATA_DIR", tempfile.mkdtemp(prefix="brisk-test-data-"))
+# The plumbing example's HTTP tool reads its key from the environment, and the tools' requests are
+# signed (tests/test_http_tools.py runs them against tests/fakes/business_api.py).
+os.environ.setdefault("BRIGHTWATER_API_KEY", "brightwater-key-for-tests")
+os.environ.setdefault("BRISK_TOOL_SECRET", "tool-secret-for-tests")
 
 
 @pytest.fixture(scope="session")

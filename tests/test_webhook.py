@@ -6,7 +6,8 @@ import time
 
 from agent.caller.loopback import free_port, serve_app
 from agent.records.store import CallRecords
-from agent.records.webhook import WebhookSender, signature, verify
+from agent.records.webhook import WebhookSender
+from agent.security.signing import signature, verify
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.waiting import until
 

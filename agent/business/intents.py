@@ -150,6 +150,8 @@ class IntentMatcher:
         self._meaning = facts.meaning if facts is not None else None
         # Every fact kind is answerable whether or not the file wrote an intent for it.
         self.intents = {**implicit_intents(business), **business.intents}
+        # Tools that open a multi-step task: the booking, and the business's tools that change something.
+        self._task_tools = _TASK_TOOLS | {name for name, tool in business.http_tools.items() if tool.changes}
         # Any priced item is the same word to the matcher: "a tune-up" is "a city bike rental".
         self._items = frozenset(w for item in business.prices for w in item_words(item))
         self._keywords = {
@@ -174,7 +176,7 @@ class IntentMatcher:
         """
         found = (self._match(text, _written) or self._meant(text)
                  or (self._match(text, _sound) if self.sounds_alike else None))
-        if found and self.intents[found[0]].tool in _TASK_TOOLS and asks_rather_than_requests(text):
+        if found and self.intents[found[0]].tool in self._task_tools and asks_rather_than_requests(text):
             return self._meant(text)  # about the task, not a request to start it
         return found
 
@@ -188,7 +190,7 @@ class IntentMatcher:
             return None
         among = set(self.intents)
         if asks_rather_than_requests(text) or not requests(text):
-            among -= {name for name, intent in self.intents.items() if intent.tool in _TASK_TOOLS}
+            among -= {name for name, intent in self.intents.items() if intent.tool in self._task_tools}
         return self._meaning.topic(text, among)
 
     def _match(self, text: str, form: Callable[[str], str]) -> tuple[str, float] | None:

@@ -18,6 +18,8 @@ import yaml
 from pipecat.flows import FlowConfig
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent.business.tool_spec import HttpTool
+
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _SPAN = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
@@ -68,7 +70,8 @@ class Intent(BaseModel):
       price of each item the question names; a question that names no item of ``prices`` is
       left to the LLM), ``{prices[item]}``, ``{policies[topic]}``;
     - ``tool``: one of the business's ``tools``, called through pipecat's function calling
-      with the arguments the words hold (an order number, a day, a count).
+      with the arguments the words hold (an order number, a day, a count; an HTTP tool's
+      arguments by their JSON Schema types, agent/tools/arguments.py).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -84,8 +87,10 @@ class Intent(BaseModel):
         return self
 
 
-# The tools Brisk has code for (agent/tools/); a business file chooses which its callers get.
+# The tools Brisk has code for (agent/tools/); a business file chooses which its callers get,
+# and may declare its own HTTP tools beside them (agent/business/tool_spec.py).
 Tool = Literal["lookup_order", "book_rental", "transfer_to_human", "end_call"]
+BUILT_IN_TOOLS = Tool.__args__
 
 
 class Business(BaseModel):
@@ -121,8 +126,10 @@ class Business(BaseModel):
     stt_prompt: str | None = Field(
         None, description="What Whisper is told callers talk about, as a sentence; unset = made from the facts."
     )
-    tools: list[Tool] = Field(
-        default_factory=list, description="What the bot may do for a caller: lookup_order, book_rental, transfer_to_human, end_call."
+    tools: list[Tool | HttpTool] = Field(
+        default_factory=list,
+        description="What the bot may do for a caller: lookup_order, book_rental, transfer_to_human, end_call, "
+        "and the business's own HTTP tools (a mapping: name, description, parameters, http, response, say).",
     )
     flows: dict[str, FlowConfig] = Field(
         default_factory=dict, description="Multi-step tasks as pipecat Flows configs (rental_booking: book_rental's steps)."
@@ -164,14 +171,49 @@ class Business(BaseModel):
             raise ValueError(f"every weekday needs its hours or 'closed'; missing: {', '.join(missing)}")
         return value
 
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_by_name(cls, value):
+        """A malformed HTTP tool is named by its name in the error, not its place in the list."""
+        if not isinstance(value, list):
+            return value
+        seen = set()
+        for index, tool in enumerate(value):
+            name = tool.get("name") if isinstance(tool, dict) else tool
+            if isinstance(tool, dict) and name in BUILT_IN_TOOLS:
+                raise ValueError(f"{name!r} is a built-in tool: list it by name, or give yours another name")
+            if isinstance(tool, dict):
+                try:
+                    HttpTool.model_validate(tool)
+                except ValidationError as error:
+                    first = error.errors()[0]
+                    where = ".".join(str(part) for part in first["loc"])
+                    message = first["msg"].removeprefix("Value error, ")
+                    if first["type"] == "extra_forbidden":
+                        message = "not a field a tool has"
+                    raise ValueError(f"{name or index}: {where + ': ' if where else ''}{message}") from None
+            if name in seen:
+                raise ValueError(f"{name!r} is listed twice")
+            seen.add(name)
+        return value
+
     @model_validator(mode="after")
     def _tools_declared(self) -> "Business":
         for name, intent in self.intents.items():
-            if intent.tool is not None and intent.tool not in self.tools:
-                raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tools}")
+            if intent.tool is not None and intent.tool not in self.tool_names:
+                raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tool_names}")
         if "book_rental" in self.tools and "rental_booking" not in self.flows:
             raise ValueError("tools: book_rental needs the flow flows.rental_booking (its steps)")
         return self
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
+
+    @property
+    def http_tools(self) -> dict[str, HttpTool]:
+        """The business's own tools, by name."""
+        return {tool.name: tool for tool in self.tools if isinstance(tool, HttpTool)}
 
     @property
     def zone(self) -> ZoneInfo:

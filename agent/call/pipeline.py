@@ -14,7 +14,7 @@ the server; a developer's own builder (docs/extending.md) or the benchmark's bas
                                                      (observer: processors/observers/latency.py)
 
 Each call also gets its ``CallTools`` (the tools' state, pipecat's ``app_resources``), a ``FlowManager`` for
-the booking flow, and the quiet-caller prompts (agent/call/conversation.py).
+the booking flow and the business tools' forms, and the quiet-caller prompts (agent/call/conversation.py).
 
 Transports are made next to their routes (agent/transports/).
 
@@ -51,6 +51,7 @@ from agent.call.own_stages import own_stage
 from agent.records.recorder import CallRecorder
 from agent.call.turn_taking import make_continuation, make_dtmf, make_turn_strategies
 from agent.tools.booking import RentalBooking
+from agent.tools.form import Form
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from processors.barge_in.barge_in import BargeIn
 from processors.fast_path import FastPathResponder
@@ -172,7 +173,7 @@ def build_call(
     config = resources.config
     business = config.business_definition
     control = control or CallControl()
-    tools = CallTools(business, resources.store, control)
+    tools = CallTools(business, resources.store, control, api=resources.api)
     latency = latency or LatencyObserver()
     speculation = SpeculationStats() if config.speculation else None
     speculative_audio = make_speculative_audio(config, speculation)
@@ -236,9 +237,13 @@ def build_call(
     ]
     worker = start_worker(resources, processors, latency=latency, observers=observers,
                           input_sample_rate=input_sample_rate, app_resources=tools)
-    if "book_rental" in business.tools:
+    if "book_rental" in business.tools or business.http_tools:
+        # One flow manager per call: the booking and the forms each run their flow on it, one at a time.
         flow_manager = FlowManager(worker=worker, llm=llm, context_aggregator=aggregators, transport=transport)
-        tools.booking = RentalBooking(flow_manager, business.flows["rental_booking"], tools)
+        if "book_rental" in business.tools:
+            tools.booking = RentalBooking(flow_manager, business.flows["rental_booking"], tools)
+        if business.http_tools:
+            tools.form = Form(flow_manager, tools)
     logger.info(f"assembled a call: tts={config.tts_engine}, llm={resources.llm_model}")
     built = Call(
         worker=worker,

@@ -27,6 +27,7 @@ class Resources:
     phrase_cache: object | None = None  # processors.tts.phrase_cache.PhraseCache for that voice (brisk calls only)
     store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
+    api: object | None = None  # agent.tools.http_tool.BusinessApi: the business file's HTTP tools' requests
     turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
     embedder: object | None = None  # agent.business.embedder.SentenceEmbedder, with BRISK_UNDERSTANDING=meaning
     extra: dict = field(default_factory=dict)  # what another call builder loads once (the bench's baselines' models)

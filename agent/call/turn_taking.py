@@ -12,7 +12,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from agent.config import BriskConfig
-from agent.tools.functions import REDO_CALLS
+from agent.tools.functions import redo_calls
 from processors.speculation.speculation_stats import SpeculationStats
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
@@ -65,7 +65,8 @@ def make_continuation(config: BriskConfig, context: LLMContext) -> list:
     if config.turn_continuation_window_secs <= 0:
         return []
     return [TurnContinuation(context, window_s=config.turn_continuation_window_secs,
-                             heard_s=config.turn_continuation_heard_secs, redo_calls=REDO_CALLS)]
+                             heard_s=config.turn_continuation_heard_secs,
+                             redo_calls=redo_calls(config.business_definition))]
 
 
 def make_dtmf(config: BriskConfig) -> list:

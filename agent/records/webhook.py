@@ -20,8 +20,6 @@ the same ``X-Brisk-Delivery``. Measures: ``delivered`` and ``failed_attempts`` o
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import random
 import time
 
@@ -29,28 +27,11 @@ import httpx
 from loguru import logger
 
 from agent.records.store import CallRecords
+from agent.security.signing import signature
 
 MAX_RETRY_S = 600.0
 POST_TIMEOUT_S = 10.0
 POLL_S = 5.0  # for rows other servers queued, or that came due while nothing woke the sender
-
-
-def signature(secret: str, body: bytes, timestamp: int) -> str:
-    """The ``X-Brisk-Signature`` value of ``body`` sent at ``timestamp`` (what a receiver recomputes)."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={timestamp},v1={mac}"
-
-
-def verify(secret: str, body: bytes, header: str, *, tolerance_s: float = 300.0) -> bool:
-    """Whether ``header`` signs ``body`` with ``secret`` and is at most ``tolerance_s`` old (for receivers)."""
-    fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
-    try:
-        timestamp = int(fields["t"])
-    except (KeyError, ValueError):
-        return False
-    if abs(time.time() - timestamp) > tolerance_s:
-        return False
-    return hmac.compare_digest(signature(secret, body, timestamp), f"t={timestamp},v1={fields.get('v1', '')}")
 
 
 class WebhookSender:

@@ -137,6 +137,7 @@ class Runtime:
             llm_model=model,
             store=store,
             records=records,
+            api=self._business_api(),
             turn_check=turn_check,
             embedder=self.embedder,
         )
@@ -150,6 +151,14 @@ class Runtime:
         return WhisperScheduler(engine, second_opinion=second_opinion, doubt_below=config.stt_doubt_below,
                                 recognised=self._recognised(), review_unrecognised=config.stt_review_unrecognised,
                                 about_the_business=self._about_the_business(), review_max_s=config.stt_review_max_secs)
+
+    def _business_api(self):
+        """The sender of the business file's HTTP tools' requests (None: it declares none)."""
+        if not self.config.business_definition.http_tools:
+            return None
+        from agent.tools.http_tool import BusinessApi
+
+        return BusinessApi(self.config.tool_secret)
 
     def _start_record_keepers(self, records) -> None:
         """The webhook sender and the recordings' retention sweep, each in its own task."""
@@ -263,6 +272,8 @@ class Runtime:
                     await keeper.stop()
             if self.resources.records is not None:
                 await self.resources.records.close()
+            if self.resources.api is not None:
+                await self.resources.api.close()
             if self.resources.turn_check is not None:
                 self.resources.turn_check.close()
 

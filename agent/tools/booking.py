@@ -12,26 +12,22 @@ reliably (docs/benchmarks.md, the agent acting), so ``RentalBooking.route`` read
 (agent/tools/words.py) and the fast path runs the step's function through pipecat's function
 calling (frames/tools.py): the same handlers, transitions and context either way.
 
-Each step's question (a ``tts_say`` in the file) is said by an action of ours that does not wait
-for the speech: pipecat's ``tts_say`` holds the node's set-up until its speech has gone down
-the pipeline, and when the caller cuts in over the question, the interruption drops the frame
-it waits for (pipecat issue #5263), so the flow never reaches the step and the caller's answer
-finds none.
+Each step's question (a ``tts_say`` in the file) is said by an action that does not wait for the
+speech (agent/tools/spoken_steps.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
 from loguru import logger
 from pipecat.flows import TRANSITION_IN_YAML, Flow, FlowConfig, FlowManager
-from pipecat.frames.frames import TTSSpeakFrame
 
 from agent.business.model import Business
 from agent.tools import words
+from agent.tools.spoken_steps import rendered, saying_without_waiting, speak_steps
 from processors.turns.comparison_form import comparison_words
 
 # The order the steps are asked in: a state key, and the node of the shipped flow that asks it.
@@ -153,38 +149,14 @@ def opening_slots(text: str, business: Business, now: datetime) -> dict:
     return {k: (v.isoformat() if isinstance(v, date) else v) for k, v in slots.items() if v}
 
 
-# The action that says a step's question (the file's ``tts_say``) without holding the node's set-up.
-SAY = "brisk_say"
-
-
-def _rendered(text: str, state: dict) -> str:
-    return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: str(state.get(m.group(1), "")), text)
-
-
-async def _say(action: dict, flow_manager: FlowManager) -> None:
-    text = _rendered(action.get("text", ""), flow_manager.state)
-    await flow_manager.worker.queue_frame(
-        TTSSpeakFrame(text=text, append_to_context=action.get("append_text_to_context", True)))
-
-
-def _saying_without_waiting(config: FlowConfig) -> FlowConfig:
-    """``config`` with its steps' ``tts_say`` actions said by ``_say``."""
-    def actions(listed):
-        return [a.model_copy(update={"type": SAY}) if a.type == "tts_say" else a for a in listed]
-    nodes = {name: node.model_copy(update={"pre_actions": actions(node.pre_actions),
-                                           "post_actions": actions(node.post_actions)})
-             for name, node in config.nodes.items()}
-    return config.model_copy(update={"nodes": nodes})
-
-
 class RentalBooking:
     """One call's booking flow: its ``FlowManager``, where it is, and what the caller's words fill."""
 
     def __init__(self, flow_manager: FlowManager, config: FlowConfig, tools):
         self.flow_manager = flow_manager
         self.config = config
-        self.flow = Flow(_saying_without_waiting(config), handlers=HANDLERS)
-        flow_manager.register_action(SAY, _say)
+        self.flow = Flow(saying_without_waiting(config), handlers=HANDLERS)
+        speak_steps(flow_manager)
         self._tools = tools
         self._started = False
         self._opening: tuple[list[str], str] | None = None  # the request's words, and the step it opened at
@@ -231,6 +203,6 @@ class RentalBooking:
         if day is not None:
             return f"Sorry, we're closed on {day:%A}s. Which other day would you like?"
         node = self.config.nodes[self.flow_manager.current_node]
-        said = _rendered(next((a.model_extra.get("text", "") for a in node.pre_actions if a.type == "tts_say"), ""),
+        said = rendered(next((a.model_extra.get("text", "") for a in node.pre_actions if a.type == "tts_say"), ""),
                          self.flow_manager.state)
         return f"Sorry, I didn't catch that. {said}".strip()

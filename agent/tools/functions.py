@@ -1,9 +1,11 @@
 """The business's tools as pipecat functions: their schemas for the LLM, and their handlers.
 
 ``register_tools`` registers a handler on the call's LLM service for each tool the business
-file lists (``tools:``); ``tools_schema`` is what an LLM that calls tools well is offered
+file lists (``tools:``): the built-in ones here, and the business's own HTTP tools
+(agent/tools/http_tool.py); ``tools_schema`` is what an LLM that calls tools well is offered
 (``BRISK_LLM_TOOLS``). A handler gets the call's ``CallTools`` as pipecat's
-``FunctionCallParams.app_resources``.
+``FunctionCallParams.app_resources``. A tool that fails (its store or API down, a bad reply)
+says the business's ``tool_failed_text`` and the call goes on.
 
 A call the LLM made gets its result back for the LLM to say. A call routed by intent (its id
 starts with ``frames.tools.ROUTED_CALL_PREFIX``) has its result kept in the context and its
@@ -13,6 +15,7 @@ reads back a status line wrongly more often than not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,8 +35,10 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallParams
 
 from agent.business.model import Business
+from agent.business.tool_spec import HttpTool
 from agent.call.call_control import CallControl
 from agent.tools import words
+from agent.tools.http_tool import BusinessApi
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
 from frames.turn import FAST_PATH
@@ -49,7 +54,9 @@ class CallTools:
     control: CallControl
     clock: Callable[[], datetime] | None = None
     booking: object | None = None  # agent.tools.booking.RentalBooking, once the worker exists
-    calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result
+    api: BusinessApi | None = None  # the business's HTTP tools' sender, shared by every call
+    form: object | None = None  # agent.tools.form.Form, once the worker exists (a business with HTTP tools)
+    calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result (and http)
 
     def now(self) -> datetime:
         return (self.clock() if self.clock else datetime.now(self.business.zone)).astimezone(self.business.zone)
@@ -82,10 +89,11 @@ async def say(params: FunctionCallParams, text: str) -> None:
         await params.llm.push_frame(frame)
 
 
-async def _finish(params: FunctionCallParams, result: dict, said: str | None = None) -> None:
-    """Give the result back; a routed call's answer is ``said`` as is, an LLM's call is the LLM's to say."""
+async def _finish(params: FunctionCallParams, result: dict, said: str | None = None, **kept) -> None:
+    """Give the result back; a routed call's answer is ``said`` as is, an LLM's call is the LLM's to
+    say. ``kept``: more for the call's record (an HTTP tool's request and outcome)."""
     tools: CallTools = params.app_resources
-    tools.calls.append({"name": params.function_name, "arguments": dict(params.arguments), "result": result})
+    tools.calls.append({"name": params.function_name, "arguments": dict(params.arguments), "result": result, **kept})
     routed = params.tool_call_id.startswith(ROUTED_CALL_PREFIX)
     if routed:
         await params.result_callback(result, properties=FunctionCallResultProperties(run_llm=False))
@@ -147,10 +155,36 @@ async def end_call(params: FunctionCallParams) -> None:
     await params.llm.push_frame(EndWorkerFrame(reason="the bot ended the call"), FrameDirection.UPSTREAM)
 
 
+async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
+    """One of the business's own tools: its API's reply said through the file's ``say``. A call
+    that lacks a required argument, or of a tool that changes something, opens the tool's form
+    (agent/tools/form.py), which asks, reads back and then runs it."""
+    tools: CallTools = params.app_resources
+    given = {k: v for k, v in params.arguments.items() if v not in (None, "")}
+    missing = [name for name in tool.required if name not in given]
+    if (missing or tool.changes) and tools.form is not None:
+        await _finish(params, {"form": True, "asking": missing, **given})
+        await tools.form.start(tool, given, request=last_user_words(params.context) if params.context else "")
+        return
+    if tools.api is None:
+        raise RuntimeError(f"the HTTP tool {tool.name} runs without the runtime's BusinessApi")
+    outcome = await tools.api.call(tool, given, call_id=tools.control.call_id)
+    if not outcome.ok:
+        logger.warning(f"call {tools.control.call_id}: tool {tool.name} failed: {outcome.error}")
+    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text,
+                  http=outcome.record())
+
+
 # Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the
 # words): a turn the caller continued takes them back and is routed again whole
 # (processors/turns/turn_continuation.py).
 REDO_CALLS = frozenset({"lookup_order", "book_rental"})
+
+
+def redo_calls(business: Business) -> frozenset[str]:
+    """``REDO_CALLS`` and the business's own tools: a call of one either reads (an availability
+    check) or opens its form, which asks before anything is changed."""
+    return REDO_CALLS | frozenset(business.http_tools)
 
 HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,
             "transfer_to_human": transfer_to_human, "end_call": end_call}
@@ -182,7 +216,10 @@ def schemas(business: Business) -> list[FunctionSchema]:
             name="end_call", description="End the call, when the caller says goodbye.", properties={}, required=[]
         ),
     }
-    return [known[name] for name in business.tools]
+    own = {name: FunctionSchema(name=name, description=tool.description,
+                                properties=tool.llm_parameters().get("properties", {}), required=tool.required)
+           for name, tool in business.http_tools.items()}
+    return [{**known, **own}[name] for name in business.tool_names]
 
 
 def tools_schema(business: Business) -> ToolsSchema | None:
@@ -197,5 +234,6 @@ def register_tools(llm, business: Business) -> None:
     (the hand-over) runs its lasting part in a task of its own. pipecat treats a tool registered
     with ``cancel_on_interruption=False`` as an async tool and tells the LLM so in its system
     instruction, which would change the prompt's cached prefix."""
-    for name in business.tools:
-        llm.register_function(name, HANDLERS[name])
+    for name in business.tool_names:
+        tool = business.http_tools.get(name)
+        llm.register_function(name, functools.partial(http_tool, tool=tool) if tool else HANDLERS[name])

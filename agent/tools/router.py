@@ -8,6 +8,9 @@ for the LLM. In order:
    (the step waits); words that answer its step run the step's function; anything else hears
    the step's question again. Asking for a person or saying goodbye still works. The request
    that opened the booking, continued after a pause, is a new request (3).
+   A business tool's form in progress (agent/tools/form.py) works the same way, and more: a
+   question is answered and the step's question said again after it, "never mind" leaves the
+   form, and so does a request for another tool (which is then routed).
 2. Keyed digits, or a number said right after the bot asked for an order number: the order.
 3. The business's intents: an answer template, or a tool with what the words hold for it
    (an order number, the bike, day and count of a rental request). "Do you rent electric
@@ -23,7 +26,7 @@ from __future__ import annotations
 import re
 
 from agent.business.intents import IntentMatcher, opens_a_question
-from agent.tools import words
+from agent.tools import arguments, words
 from agent.tools.booking import opening_slots
 from agent.tools.functions import CallTools
 from processors.fast_path import FastAnswer
@@ -74,6 +77,9 @@ class ToolRouter:
         bot_said: the bot's last words: "Yes, please." to its offer of a person is the hand-over."""
         if self._takes_the_offer_of_a_person(text, bot_said):
             return FastAnswer("person", "", tool="transfer_to_human")
+        form = self.tools.form
+        if form is not None and form.step is not None and not form.continues_request(text):
+            return self._in_form(form, text, earlier)
         booking = self.tools.booking
         if booking is not None and booking.step is not None and not booking.continues_request(text):
             # "What time do you open on Saturday?" is a question to answer, not the day to book.
@@ -94,6 +100,21 @@ class ToolRouter:
             # child seat if you have one." is a request, and a question the caller must hear is not known.
             return self._request_and_more(text) or answer
         return answer
+
+    def _in_form(self, form, text: str, earlier: str) -> FastAnswer:
+        """The caller's words while a form waits for its step (see the module docstring)."""
+        call = form.route(text)
+        if call is not None:
+            return FastAnswer(f"form:{call[0]}", "", tool=call[0], arguments=call[1])
+        if form.leaves(text):
+            return FastAnswer("form:left", form.leave())
+        answer = self._request(text, earlier)
+        if answer is not None and answer.tool is None and answer.intent != "unknown":
+            return FastAnswer(answer.intent, f"{answer.text} {form.question()}")
+        if answer is not None and answer.tool is not None:
+            form.leave()  # a request: the caller has moved on (or starts this one again)
+            return answer
+        return FastAnswer("form:ask_again", form.ask_again(text))
 
     def _request(self, text: str, earlier: str = "") -> FastAnswer | None:
         keyed = words.keyed_digits(text)
@@ -136,4 +157,7 @@ class ToolRouter:
             return {"order_number": words.order_number(text) or ""}
         if tool == "book_rental":
             return opening_slots(text, self.tools.business, self.tools.now())
+        own = self.tools.business.http_tools.get(tool)
+        if own is not None:
+            return arguments.from_request(own, text, self.tools.now())
         return {}

@@ -119,6 +119,15 @@ def name(text: str) -> str | None:
     return " ".join(w[:1].upper() + w[1:] for w in words)
 
 
+_STATED_NAME = re.compile(r"\b(?:my name is|my name's|name is|under the name(?: of)?)\s+([^,.;!?]+?)(?:\s+and\b|[,.;!?]|$)", re.I)
+
+
+def stated_name(text: str) -> str | None:
+    """A name a whole request states ("... my name is Anna Lee."), not one a bare answer gives."""
+    match = _STATED_NAME.search(text)
+    return name(match.group(1)) if match else None
+
+
 def yes_or_no(text: str) -> bool | None:
     words = set(comparison_words(text.replace("n't", " not")))
     yes, no = bool(words & _YES), bool(words & _NO)

@@ -1,7 +1,7 @@
 """A business's webhook receiver: a real HTTP server that keeps every delivery Brisk POSTs to it.
 
 Each delivery is kept with its headers and body, and its signature is checked with the shared
-secret the way a receiver would (``agent.records.webhook.verify``). ``fail_next`` makes the
+secret the way a receiver would (``agent.security.signing.verify``). ``fail_next`` makes the
 next deliveries answer 503, a receiver having a bad moment.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request, Response
 
-from agent.records.webhook import verify
+from agent.security.signing import verify
 
 
 @dataclass

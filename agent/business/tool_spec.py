@@ -1,0 +1,210 @@
+"""A tool the business declares in its file: a call to its own HTTP API (``tools:`` entries that
+are mappings, beside the built-in names).
+
+Consumes the YAML mapping of one tool; returns an ``HttpTool``, or raises ``ValueError`` naming
+the field that is wrong, which ``load_business`` turns into a start-up error:
+
+- ``parameters``: the arguments' JSON Schema (checked as one, draft 2020-12): an object whose
+  properties are strings, integers, numbers or booleans. A property may say ``ask``: what the
+  caller is asked when their words do not give it. What kind of value a property is, and so how
+  it is read from the caller's words (agent/tools/arguments.py), is its ``type``, its ``enum``,
+  and its ``format`` (``date``, ``time``, ``weekday``, ``phone``, ``name``), or without a format
+  its name (``day``, ``date``, ``time``, ``phone``, ``name``).
+- ``http``: where the request goes. ``${VAR}`` in the URL or a header is read from the
+  environment when the request is made; a variable that is not set stops start-up (``${VAR:-x}``
+  gives a default).
+- ``response``: the JSON Schema of the API's reply; ``say`` is a template over its fields
+  (``{message}``, ``{slot.time}``) and the arguments, and every field it names must be declared
+  there, so a typo stops start-up rather than a call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from typing import Literal
+
+from jsonschema import Draft202012Validator, SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+VALUE_TYPES = ("string", "integer", "number", "boolean")
+FORMATS = ("date", "time", "weekday", "phone", "name")
+# Brisk's own keywords in a property (JSON Schema ignores keywords it does not know); kept out of
+# the schema an LLM is shown.
+OWN_KEYWORDS = ("ask",)
+
+
+def missing_env(text: str) -> list[str]:
+    """The ``${VAR}`` in ``text`` that the environment does not set and that give no default."""
+    return [m.group(1) for m in _ENV.finditer(text) if m.group(2) is None and m.group(1) not in os.environ]
+
+
+def expand_env(text: str) -> str:
+    """``text`` with each ``${VAR}`` (``${VAR:-default}``) replaced from the environment."""
+    return _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
+
+
+def template_fields(template: str) -> list[str]:
+    """The fields a ``say`` template names ("{message} at {slot.time}" -> ["message", "slot.time"]).
+
+    Raises ValueError for a template ``str.format`` cannot read (an unclosed brace)."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise ValueError(f"{template!r} is not a template: {error}") from None
+    fields = []
+    for _, field, spec, _ in parsed:
+        if field is None:
+            continue
+        if not field or not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", field) or spec:
+            raise ValueError(f"{{{field}{':' + spec if spec else ''}}} in {template!r}: a field is a name, "
+                             "or names joined by dots ({slot.time})")
+        fields.append(field)
+    return fields
+
+
+def _declared(schema: dict, path: str) -> bool:
+    """Whether the object ``schema`` declares the dotted ``path`` among its (nested) properties."""
+    for part in path.split("."):
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict) or part not in properties:
+            return False
+        schema = properties[part]
+    return True
+
+
+def _object_schema(schema: dict) -> dict:
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ValueError("must be a JSON Schema of type object")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        where = ".".join(str(p) for p in error.absolute_path)
+        raise ValueError(f"{where + ': ' if where else ''}not valid JSON Schema ({error.message})") from None
+    return schema
+
+
+class HttpRequest(BaseModel):
+    """Where and how the tool's request is sent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(min_length=1, description="The API's URL; ${VAR} is read from the environment.")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(
+        "POST", description="POST, PUT, PATCH: the arguments as the JSON body; GET, DELETE: as query parameters.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Headers sent; ${VAR} is read from the environment.")
+    timeout_secs: float = Field(4.0, gt=0, le=30, description="The request fails after this long and the caller hears tool_failed_text.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^(https?://|\$\{)", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        _environment_set(value)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_set(cls, value: dict) -> dict:
+        for name, text in value.items():
+            _environment_set(text, f"{name}: ")
+        return value
+
+
+def _environment_set(text: str, where: str = "") -> None:
+    unset = missing_env(text)
+    if unset:
+        raise ValueError(f"{where}the environment variable {unset[0]} is not set")
+
+
+class HttpTool(BaseModel):
+    """A tool that calls the business's API; see the module docstring."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="The function's name, as an intent's tool names it (lower case, digits, _).")
+    description: str = Field(min_length=1, description="What it does, as an LLM that calls tools is told.")
+    parameters: dict = Field(default_factory=lambda: {"type": "object", "properties": {}},
+                             description="The arguments' JSON Schema (type: object).")
+    http: HttpRequest
+    response: dict = Field(default_factory=lambda: {"type": "object", "properties": {}},
+                           description="The JSON Schema of the API's reply: the fields `say` may use.")
+    say: str = Field(min_length=1, description="What the caller hears: a template over the reply's fields and the arguments.")
+    changes: bool = Field(False, description="It changes something (a booking): the caller confirms the details before it runs.")
+    confirm: str | None = Field(
+        None, min_length=1,
+        description="With changes: the read-back before it runs, a template over the arguments ending in a question; "
+        "unset = each argument said in turn, then 'Shall I go ahead?'.")
+
+    @field_validator("name")
+    @classmethod
+    def _function_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r}: a tool's name is lower-case letters, digits and _, starting with a letter")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, value: dict) -> dict:
+        _object_schema(value)
+        properties = value.get("properties", {})
+        for name, prop in properties.items():
+            if not isinstance(prop, dict) or prop.get("type") not in VALUE_TYPES:
+                raise ValueError(f"properties.{name}: type must be one of {', '.join(VALUE_TYPES)}")
+            if prop.get("ask") is not None and not (isinstance(prop["ask"], str) and prop["ask"].strip()):
+                raise ValueError(f"properties.{name}.ask: the question asked for it, as text")
+        for name in value.get("required", []):
+            if name not in properties:
+                raise ValueError(f"required: {name!r} is not one of the properties")
+        return value
+
+    @field_validator("response")
+    @classmethod
+    def _response(cls, value: dict) -> dict:
+        return _object_schema(value)
+
+    @model_validator(mode="after")
+    def _say_fields_declared(self) -> "HttpTool":
+        for field in template_fields(self.say):
+            if not (_declared(self.response, field) or _declared(self.parameters, field)):
+                raise ValueError(f"say: {{{field}}} is neither a property of response nor an argument "
+                                 "(declare the reply's fields under response.properties)")
+        return self
+
+    @model_validator(mode="after")
+    def _confirm_fields_declared(self) -> "HttpTool":
+        for field in template_fields(self.confirm or ""):
+            if not _declared(self.parameters, field):
+                raise ValueError(f"confirm: {{{field}}} is not an argument of the tool")
+        return self
+
+    @property
+    def required(self) -> list[str]:
+        return list(self.parameters.get("required", []))
+
+    def argument_kind(self, name: str) -> str:
+        """How the argument is read from words: choice, number, integer, yes_no, date, time,
+        weekday, phone, name or text (see the module docstring)."""
+        prop = self.parameters["properties"][name]
+        kind = prop["type"]
+        if kind == "boolean":
+            return "yes_no"
+        if kind in ("integer", "number"):
+            return kind
+        if prop.get("enum"):
+            return "choice"
+        if prop.get("format") in FORMATS:
+            return prop["format"]
+        named = name.lower()
+        for word, meant in (("weekday", "weekday"), ("date", "date"), ("time", "time"), ("phone", "phone"),
+                            ("name", "name"), ("day", "weekday")):
+            if named == word or named.endswith(f"_{word}"):
+                return meant
+        return "text"
+
+    def llm_parameters(self) -> dict:
+        """``parameters`` as an LLM is shown them: without Brisk's own keywords."""
+        properties = {name: {k: v for k, v in prop.items() if k not in OWN_KEYWORDS}
+                      for name, prop in self.parameters.get("properties", {}).items()}
+        return {**self.parameters, "properties": properties}

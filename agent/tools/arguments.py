@@ -1,0 +1,184 @@
+"""A business tool's arguments from the caller's words, by each argument's kind (its JSON Schema).
+
+``from_request`` reads what a whole request holds ("Can someone come out on Thursday for a
+blocked drain?": the day); ``from_answer`` reads the answer to one question a form asked ("Four.",
+"Anna Lee", "yes"). Each value comes back typed as the schema says (an integer, "thursday",
+"2026-12-10", "19:30", "01615550199", a name, true or false, one of the enum's values), or is
+left out when the words do not say it, so a form asks for it instead of guessing.
+
+A whole request is read only for what it states unmistakably: a number next to the argument's
+own words ("a table for four people"), a day, a time with its "pm" or its colon, one of the
+enum's values, a phone number's digits, a name after "my name is". A yes, a bare name or free
+text is read only as the answer to its own question.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+
+from agent.business.tool_spec import HttpTool
+from agent.business.words import numbers_as_digits, same_word
+from agent.tools import words
+from processors.turns.comparison_form import comparison_words
+
+# "7 pm", "7.30pm", "19:30", "half past seven" is not read (Whisper writes times as digits).
+_TIME = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*(a\.?m\.?|p\.?m\.?|o'?clock)|\b(\d{1,2}):(\d{2})\b", re.I)
+_NOON = {"noon": "12:00", "midday": "12:00", "midnight": "00:00"}
+# Numbers that are not a count: a date ("the 12th", "on the 12"), a time without its "pm" ("at 8").
+_NOT_A_COUNT = re.compile(r"\b\d{1,2}(?:st|nd|rd|th)\b|\bthe \d{1,2}\b|\bat \d{1,2}(?:[:.]\d{2})?\b")
+_NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(?![\d.])")
+_NEAR = 2  # a number belongs to an argument when one of the argument's words is this close after it
+
+
+def from_request(tool: HttpTool, text: str, now: datetime) -> dict:
+    """What a whole request says of each of ``tool``'s arguments (see the module docstring)."""
+    found = {}
+    for name in tool.parameters.get("properties", {}):
+        value = read(tool, name, text, now, alone=False)
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def from_answer(tool: HttpTool, name: str, text: str, now: datetime):
+    """The argument ``name`` as the answer to its own question says it, or None."""
+    return read(tool, name, text, now, alone=True)
+
+
+def read(tool: HttpTool, name: str, text: str, now: datetime, *, alone: bool):
+    """One argument's value in ``text``; ``alone``: the words answer its own question."""
+    kind = tool.argument_kind(name)
+    prop = tool.parameters["properties"][name]
+    keyed = words.keyed_digits(text)
+    if keyed is not None:  # the keypad gives numbers only
+        return _keyed(kind, keyed)
+    if kind in ("integer", "number"):
+        return _number(tool, text, name, prop, kind, alone)
+    if kind == "choice":
+        return _choice(text, prop["enum"])
+    if kind in ("weekday", "date"):
+        day = _date(text, now)
+        if day is None:
+            return None
+        return day.strftime("%A").lower() if kind == "weekday" else day.isoformat()
+    if kind == "time":
+        return _time(text)
+    if kind == "phone":
+        number = words.order_number(text.replace("+", " plus "))
+        return number if number and len(number) >= 7 else None
+    if kind == "name":
+        return words.name(text) if alone else words.stated_name(text)
+    if kind == "yes_no":
+        return words.yes_or_no(text) if alone else None
+    said = text.strip().rstrip(".!?").strip()
+    return said if alone and said else None
+
+
+def _keyed(kind: str, digits: str):
+    if not digits:
+        return None
+    if kind in ("integer", "number"):
+        return int(digits)
+    if kind == "yes_no":  # 1 for yes, 2 for no, as phone menus ask
+        return {"1": True, "2": False}.get(digits)
+    if kind in ("phone", "text"):
+        return digits
+    return None
+
+
+def _only_number_argument(tool: HttpTool, name: str) -> bool:
+    return [n for n in tool.parameters["properties"] if tool.argument_kind(n) in ("integer", "number")] == [name]
+
+
+def _number(tool: HttpTool, text: str, name: str, prop: dict, kind: str, alone: bool):
+    said = _TIME.sub(" ", _NOT_A_COUNT.sub(" ", numbers_as_digits(text)))
+    tokens = re.findall(r"\d+(?:\.\d+)?|\w+", said)
+    numbers = [(i, t) for i, t in enumerate(tokens) if _NUMBER.fullmatch(t)]
+    if not numbers:
+        return 1 if alone and re.search(r"\b(a|an|one|just me|myself)\b", said) else None
+    if alone and len(numbers) == 1:
+        chosen = numbers[0][1]
+    else:
+        own = set(comparison_words(f"{name.replace('_', ' ')} {prop.get('description', '')}"))
+        near = [t for i, t in numbers
+                if any(same_word(w, o) for w in tokens[i + 1:i + 1 + _NEAR] for o in own)]
+        if len(near) == 1:
+            chosen = near[0]
+        elif len(numbers) == 1 and not near and _only_number_argument(tool, name):
+            chosen = numbers[0][1]  # "a table for 4 at 8 pm": the one number left is the one asked
+        else:
+            return None
+    value = float(chosen)
+    if kind == "integer":
+        if not value.is_integer():
+            return None
+        value = int(value)
+    low, high = prop.get("minimum"), prop.get("maximum")
+    if (low is not None and value < low) or (high is not None and value > high):
+        return None
+    return value
+
+
+def _choice(text: str, enum: list) -> str | None:
+    said = comparison_words(text)
+    hits = [option for option in enum
+            if (wanted := comparison_words(str(option)))
+            and all(any(same_word(w, s) for s in said) for w in wanted)]
+    # "city bike" over "bike" when both are options and both are said.
+    hits = [h for h in hits if not any(h != o and set(comparison_words(str(h))) < set(comparison_words(str(o)))
+                                       for o in hits)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _date(text: str, now: datetime) -> date | None:
+    iso = re.search(r"\b(\d{4}-\d{2}-\d{2})\b", text)
+    if iso:
+        try:
+            return date.fromisoformat(iso.group(1))
+        except ValueError:
+            return None
+    return words.day(text, now)
+
+
+def _time(text: str) -> str | None:
+    lowered = text.lower()
+    for word, at in _NOON.items():
+        if re.search(rf"\b{word}\b", lowered):
+            return at
+    match = _TIME.search(numbers_as_digits(text))
+    if match is None:
+        return None
+    if match.group(4) is not None:
+        hour, minute = int(match.group(4)), int(match.group(5))
+    else:
+        hour, minute = int(match.group(1)), int(match.group(2) or 0)
+        suffix = match.group(3).lower().replace(".", "")
+        if suffix == "pm" and hour < 12:
+            hour += 12
+        elif suffix == "am" and hour == 12:
+            hour = 0
+    if hour > 23 or minute > 59:
+        return None
+    return f"{hour:02d}:{minute:02d}"
+
+
+def spoken(tool: HttpTool, name: str, value) -> str:
+    """An argument's value as it is read back to the caller ("thursday" -> "Thursday", "19:30" -> "7:30 pm")."""
+    kind = tool.argument_kind(name)
+    if kind == "weekday":
+        return str(value).capitalize()
+    if kind == "date":
+        try:
+            day = date.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+        return f"{day:%A} {day.day} {day:%B}"
+    if kind == "time" and re.fullmatch(r"\d{2}:\d{2}", str(value)):
+        hour, minute = map(int, str(value).split(":"))
+        return f"{hour % 12 or 12}{f':{minute:02d}' if minute else ''} {'pm' if hour >= 12 else 'am'}"
+    if kind == "phone":
+        return " ".join(str(value))
+    if kind == "yes_no":
+        return "yes" if value else "no"
+    return str(value)

@@ -1,0 +1,206 @@
+"""A form: what a business tool still needs, asked one thing at a time, read back, then the tool run.
+
+A pipecat Flow built from the tool's declaration in the business file (agent/business/tool_spec.py),
+not written per business. ``start`` opens it when a call of the tool lacks a required argument,
+or is of a tool that ``changes`` something: one node per missing argument asks the property's
+``ask`` and waits for its ``give_<argument>`` function; a tool that changes something then reads
+the arguments back (its ``confirm`` template) and waits for ``confirm_<tool>``; then the tool runs
+(agent/tools/http_tool.py) and its reply, or the business's ``tool_failed_text``, is said.
+
+As with the rental booking (agent/tools/booking.py), the embedded LLM does not call functions
+reliably, so ``route`` reads each answer from the caller's words (agent/tools/arguments.py) and
+the fast path runs the step's function through pipecat's function calling; an LLM that calls
+tools well calls the same functions. The caller is never trapped (agent/tools/router.py): a
+question is answered and the step asked again, "never mind" (``leaves``) or another request
+leaves the form, and words that answer nothing hear the step's question again.
+
+Records each run of the tool, its request and outcome, in ``CallTools.calls``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from loguru import logger
+from pipecat.flows import FlowManager, FlowsFunctionSchema, NodeConfig
+
+from agent.business.tool_spec import HttpTool
+from agent.tools import arguments, words
+from agent.tools.http_tool import fill
+from agent.tools.spoken_steps import SAY, speak_steps
+from processors.turns.comparison_form import comparison_words
+
+LEFT = "Okay, I've left that. Is there anything else I can help with?"
+NOT_DONE = "Okay, I haven't done anything. Is there anything else I can help with?"
+_LEAVING = re.compile(r"\b(?:never ?mind|no,? thanks|no,? thank you|forget (?:it|that|about it)|"
+                      r"don'?t bother|leave it|not now|cancel (?:that|it))\b", re.I)
+
+
+class Form:
+    """One call's form for whichever business tool asked for it; see the module docstring."""
+
+    def __init__(self, flow_manager: FlowManager, tools):
+        self.flow_manager = flow_manager
+        self._tools = tools  # agent.tools.functions.CallTools
+        self.tool: HttpTool | None = None
+        self.arguments: dict = {}
+        self._confirmed = False
+        self._open = False
+        self._nodes: dict[str, NodeConfig] = {}
+        self._opening: tuple[list[str], str] | None = None  # the request's words, and the node it opened at
+        speak_steps(flow_manager)
+
+    # --- where the form is ------------------------------------------------------------
+
+    @property
+    def step(self) -> str | None:
+        """The function the current node waits for (None: no form in progress)."""
+        node = self._nodes.get(self.flow_manager.current_node or "") if self._open else None
+        functions = node.get("functions") if node else None
+        return functions[0].name if functions else None
+
+    def question(self) -> str:
+        """What the current step asks."""
+        node = self._nodes.get(self.flow_manager.current_node or "") or {}
+        return next((a["text"] for a in node.get("pre_actions", []) if a.get("type") == SAY), "")
+
+    def _asking(self) -> str | None:
+        """The argument the current step asks for (None: the read-back, or no step)."""
+        step = self.step
+        return step.removeprefix("give_") if step and step.startswith("give_") else None
+
+    # --- opening and leaving ----------------------------------------------------------
+
+    async def start(self, tool: HttpTool, given: dict, request: str = "") -> None:
+        """Open the form for ``tool`` with what the caller already ``given``, at the first thing left to ask."""
+        self.tool, self.arguments, self._confirmed, self._open = tool, dict(given), False, True
+        self._nodes = {}
+        node = self._next_node()
+        if node is None:  # nothing to ask: the caller of start checks, but a form never stalls
+            node = await self._run()
+        self._opening = (comparison_words(request), node["name"]) if request.strip() else None
+        if self.flow_manager.current_node is None:
+            await self.flow_manager.initialize(node)
+        else:
+            await self.flow_manager.set_node_from_config(node)
+
+    def continues_request(self, text: str) -> bool:
+        """Whether ``text`` is the request that opened the form gone on, with no step answered since
+        (the turn continued: processors/turns/turn_continuation.py took the opening call back)."""
+        if self._opening is None or self.flow_manager.current_node != self._opening[1]:
+            return False
+        opened, said = self._opening[0], comparison_words(text)
+        return len(said) > len(opened) and said[:len(opened)] == opened
+
+    def leaves(self, text: str) -> bool:
+        """Whether the caller drops the form ("never mind", "no thanks", "forget it")."""
+        return bool(_LEAVING.search(text))
+
+    def leave(self) -> str:
+        """Drop the form (nothing is run); what the caller hears."""
+        logger.info(f"call {self._tools.control.call_id}: form for {self.tool.name if self.tool else '?'} left")
+        self._open = False
+        return LEFT
+
+    # --- the caller's words -----------------------------------------------------------
+
+    def route(self, text: str) -> tuple[str, dict] | None:
+        """(the step's function, its arguments) when the words answer the step, else None."""
+        step = self.step
+        if step is None:
+            return None
+        asking = self._asking()
+        if asking is None:
+            confirmed = words.yes_or_no(text)
+            return (step, {"confirmed": confirmed}) if confirmed is not None else None
+        value = arguments.from_answer(self.tool, asking, text, self._tools.now())
+        return (step, {asking: value}) if value is not None else None
+
+    def ask_again(self, text: str = "") -> str:
+        """The step's question again, for words that did not answer it."""
+        return f"Sorry, I didn't catch that. {self.question()}".strip()
+
+    # --- the flow's nodes -------------------------------------------------------------
+
+    def _next_node(self) -> NodeConfig | None:
+        """The node that asks what is still missing, or reads back; None: ready to run."""
+        tool = self.tool
+        missing = [name for name in tool.required if name not in self.arguments]
+        if missing:
+            return self._ask_node(missing[0])
+        if tool.changes and not self._confirmed:
+            return self._confirm_node()
+        return None
+
+    def _node(self, name: str, said: str, task: str, function: FlowsFunctionSchema | None = None) -> NodeConfig:
+        node: NodeConfig = {
+            "name": name,
+            "task_messages": [{"role": "developer", "content": task}],
+            "pre_actions": [{"type": SAY, "text": said}],
+            "respond_immediately": False,
+        }
+        if function is not None:
+            node["functions"] = [function]
+        self._nodes[name] = node
+        return node
+
+    def _ask_node(self, argument: str) -> NodeConfig:
+        tool = self.tool
+        prop = tool.parameters["properties"][argument]
+        what = prop.get("description") or argument.replace("_", " ")
+        question = prop.get("ask") or f"Could you tell me {what}?"
+        llm_prop = {k: v for k, v in prop.items() if k != "ask"}
+        function = FlowsFunctionSchema(
+            name=f"give_{argument}", description=f"Record {what}, as the caller said it.",
+            properties={argument: llm_prop}, required=[argument], handler=self._given(argument))
+        return self._node(f"{tool.name}.{argument}", question, f"Ask the caller for {what}.", function)
+
+    def _confirm_node(self) -> NodeConfig:
+        tool = self.tool
+        spoken = {name: arguments.spoken(tool, name, value) for name, value in self.arguments.items()}
+        if tool.confirm:
+            blanks = {name: "" for name in tool.parameters.get("properties", {})}
+            said = fill(tool.confirm, {**blanks, **spoken})
+        else:
+            said = f"So that's {', '.join(spoken.values())}. Shall I go ahead?"
+        function = FlowsFunctionSchema(
+            name=f"confirm_{tool.name}", description="Whether the caller said yes to the details as read back.",
+            properties={"confirmed": {"type": "boolean"}}, required=["confirmed"], handler=self._confirm)
+        return self._node(f"{tool.name}.confirm", said, "Read the details back and ask the caller to confirm them.",
+                          function)
+
+    def _given(self, argument: str):
+        async def handler(args: dict, flow_manager: FlowManager):
+            value = args.get(argument)
+            if isinstance(value, str):
+                # An LLM may give the words as it heard them ("next Thursday"): read as the fast path
+                # reads them; a value the fast path read reads back as itself.
+                value = arguments.from_answer(self.tool, argument, value, self._tools.now())
+            if value is None:
+                return {"recorded": False}, self._ask_node(argument)
+            self.arguments[argument] = value
+            return {"recorded": argument}, await self._after_step()
+        return handler
+
+    async def _confirm(self, args: dict, flow_manager: FlowManager):
+        if not args.get("confirmed"):
+            self._open = False
+            return {"confirmed": False}, self._node(f"{self.tool.name}.not_done", NOT_DONE,
+                                                    "The caller did not confirm; nothing was done.")
+        self._confirmed = True
+        return {"confirmed": True}, await self._after_step()
+
+    async def _after_step(self) -> NodeConfig:
+        return self._next_node() or await self._run()
+
+    async def _run(self) -> NodeConfig:
+        """Run the tool with the form's arguments; the node that says how it went."""
+        tools, tool = self._tools, self.tool
+        self._open = False
+        outcome = await tools.api.call(tool, self.arguments, call_id=tools.control.call_id)
+        if not outcome.ok:
+            logger.warning(f"call {tools.control.call_id}: tool {tool.name} failed: {outcome.error}")
+        tools.calls.append({"name": tool.name, "arguments": dict(self.arguments), "result": outcome.result(),
+                            "http": outcome.record()})
+        said = outcome.said if outcome.ok else tools.business.tool_failed_text
+        return self._node(f"{tool.name}.done", said, "The tool has run; answer any other question.")
