@@ -7,6 +7,10 @@ speaking): the first time the caller has said nothing for ``BRISK_USER_IDLE_SECS
 whether they are still there; after ``BRISK_USER_IDLE_HANGUP_SECS`` more it says goodbye and
 ends the call with pipecat's ``EndWorkerFrame``, which lets the goodbye play out first. The
 caller speaking starts it over.
+
+While a business tool's form waits for an answer (agent/tools/form.py), silence is the caller
+stuck, not gone: the first idle asks the step's question again, the second leaves the form and
+offers a person (the caller's "yes" is the hand-over: agent/tools/router.py).
 """
 
 from __future__ import annotations
@@ -26,9 +30,13 @@ def greeting_frames(business: Business) -> list:
 class IdleCaller:
     """One call's answer to a quiet caller; see the module docstring."""
 
-    def __init__(self, business: Business, control: CallControl, *, ask_after_s: float, hang_up_after_s: float):
+    def __init__(self, business: Business, control: CallControl, *, ask_after_s: float, hang_up_after_s: float,
+                 tools=None):
+        """``tools``: the call's ``CallTools``, whose form a quiet caller may be stuck in."""
         self.business = business
         self.control = control
+        self.tools = tools
+        self.reasked = False  # the form's question said again for this silence
         self.ask_after_s = ask_after_s
         self.hang_up_after_s = hang_up_after_s
         self.asked = False
@@ -39,6 +47,10 @@ class IdleCaller:
         user_aggregator.add_event_handler("on_user_turn_started", self._on_caller_spoke)
 
     async def _on_idle(self, aggregator) -> None:
+        form = getattr(self.tools, "form", None)
+        if form is not None and form.step is not None:
+            await self._stuck_in(form, aggregator)
+            return
         if not self.asked:
             self.asked = True
             self.prompts += 1
@@ -51,7 +63,19 @@ class IdleCaller:
         await aggregator.push_frame(TTSSpeakFrame(self.business.idle_goodbye, append_to_context=False))
         await aggregator.push_frame(EndWorkerFrame(reason="the caller stayed quiet"), FrameDirection.UPSTREAM)
 
+    async def _stuck_in(self, form, aggregator) -> None:
+        if not self.reasked:
+            self.reasked = True
+            logger.info(f"call {self.control.call_id}: the caller is quiet in a form; asking its step again")
+            await aggregator.push_frame(TTSSpeakFrame(form.question()))
+            return
+        self.reasked = False
+        form.leave()
+        logger.info(f"call {self.control.call_id}: the caller stayed quiet in a form; offering a person")
+        await aggregator.push_frame(TTSSpeakFrame(f"I'll leave that for now. {self.business.person_offer}"))
+
     async def _on_caller_spoke(self, aggregator, *_args) -> None:
+        self.reasked = False
         if self.asked:
             self.asked = False
             await aggregator.queue_frame(UserIdleTimeoutUpdateFrame(timeout=self.ask_after_s))

@@ -196,7 +196,8 @@ def build_call(
     )
     idle = None
     if config.user_idle_secs > 0:
-        idle = IdleCaller(business, control, ask_after_s=config.user_idle_secs, hang_up_after_s=config.user_idle_hangup_secs)
+        idle = IdleCaller(business, control, ask_after_s=config.user_idle_secs,
+                          hang_up_after_s=config.user_idle_hangup_secs, tools=tools)
         idle.attach(aggregators.user())
     llm = make_llm(resources, speculation, speculative_audio, facts)
     check = make_answer_check(config, facts)
