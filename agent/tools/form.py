@@ -111,7 +111,9 @@ class Form:
             return None
         asking = self._asking()
         if asking is None:
-            confirmed = words.yes_or_no(text)
+            keyed = words.keyed_digits(text)
+            # Keyed: 1 for yes, 2 for no, as phone menus ask.
+            confirmed = words.yes_or_no(text) if keyed is None else {"1": True, "2": False}.get(keyed)
             return (step, {"confirmed": confirmed}) if confirmed is not None else None
         value = arguments.from_answer(self.tool, asking, text, self._tools.now())
         return (step, {asking: value}) if value is not None else None
