@@ -61,6 +61,13 @@ def answers(call) -> list[str]:
     return [t["bot_text"] for t in call.latency.turns if t.get("bot_text")]
 
 
+async def placed(server, call_sid: str):
+    """(the caller, the call) of a phone call dialled to ``server``, once its pipeline is built."""
+    client = await dial(server, call_sid)
+    await until(lambda: any(c.control.call_id == call_sid for c in server.calls), "the call's pipeline")
+    return client, next(c for c in server.calls if c.control.call_id == call_sid)
+
+
 def bot_said(call) -> list[str]:
     """What the bot said into the call's context, in order (the idle prompts among it)."""
     return [str(m.get("content")) for m in call.context.get_messages() if m.get("role") == "assistant"]
@@ -78,9 +85,7 @@ async def ask(client, call, text, tmp_path, name, *, heard):
 async def test_a_spoken_question_reaches_the_api_with_typed_arguments_and_the_caller_hears_its_message(
         agent, stand_in, tmp_path):
     async with serving(agent) as server:
-        client = await dial(server, "CA4301")
-        await until(lambda: server.calls, "the call's pipeline")
-        [call] = server.calls
+        client, call = await placed(server, "CA4301")
         started = time.monotonic()
         await ask(client, call, "Have you got anybody free to come out on Thursday?", tmp_path, "free",
                   heard="An engineer is free on Thursday from 10 am.")
@@ -104,9 +109,7 @@ async def test_with_the_api_down_the_caller_hears_the_failure_line_and_the_next_
     stand_in.mode = "500"
     failed = agent.config.business_definition.tool_failed_text
     async with serving(agent) as server:
-        client = await dial(server, "CA4302")
-        await until(lambda: server.calls, "the call's pipeline")
-        [call] = server.calls
+        client, call = await placed(server, "CA4302")
         await ask(client, call, "Have you got anybody free on Monday?", tmp_path, "down", heard=failed)
         await ask(client, call, "What time do you open on Saturday?", tmp_path, "hours", heard="9 in the morning")
         await client.hang_up()
@@ -120,9 +123,7 @@ async def test_with_the_api_down_the_caller_hears_the_failure_line_and_the_next_
 
 async def test_a_booking_with_missing_details_is_asked_for_read_back_confirmed_and_made(agent, stand_in, tmp_path):
     async with serving(agent) as server:
-        client = await dial(server, "CA4303")
-        await until(lambda: server.calls, "the call's pipeline")
-        [call] = server.calls
+        client, call = await placed(server, "CA4303")
         await ask(client, call, "Could I get someone booked in to look at my boiler?", tmp_path, "book",
                   heard="Which day would you like the engineer to come?")
         await ask(client, call, "Thursday, please.", tmp_path, "day", heard="what name should the booking be under")
@@ -156,9 +157,7 @@ async def test_a_booking_with_missing_details_is_asked_for_read_back_confirmed_a
 async def test_a_caller_silent_in_a_form_is_asked_again_once_then_offered_a_person(agent, stand_in, tmp_path):
     quiet = with_settings(agent, user_idle_secs=2.0, user_idle_hangup_secs=30.0)
     async with serving(quiet) as server:
-        client = await dial(server, "CA4304")
-        await until(lambda: server.calls, "the call's pipeline")
-        [call] = server.calls
+        client, call = await placed(server, "CA4304")
         await ask(client, call, "I'd like to get a plumber booked in, please.", tmp_path, "book",
                   heard="Which day would you like the engineer to come?")
         offer = "I'll leave that for now."

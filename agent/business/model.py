@@ -18,7 +18,7 @@ import yaml
 from pipecat.flows import FlowConfig
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.business.tool_spec import HttpTool
+from agent.business.tool_spec import HttpTool, McpServer
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -131,6 +131,8 @@ class Business(BaseModel):
         description="What the bot may do for a caller: lookup_order, book_rental, transfer_to_human, end_call, "
         "and the business's own HTTP tools (a mapping: name, description, parameters, http, response, say).",
     )
+    mcp_servers: dict[str, McpServer] = Field(
+        default_factory=dict, description="The business's MCP servers by a name of its own: a command or a url, and the tools used.")
     flows: dict[str, FlowConfig] = Field(
         default_factory=dict, description="Multi-step tasks as pipecat Flows configs (rental_booking: book_rental's steps)."
     )
@@ -199,6 +201,12 @@ class Business(BaseModel):
 
     @model_validator(mode="after")
     def _tools_declared(self) -> "Business":
+        named = [n for n in self.tool_names if n not in self.mcp_tool_servers]
+        for server_name, server in self.mcp_servers.items():
+            for name in server.tools:
+                if name in named or name in BUILT_IN_TOOLS:
+                    raise ValueError(f"mcp_servers.{server_name}.tools: {name!r} is already a tool of this file")
+                named.append(name)
         for name, intent in self.intents.items():
             if intent.tool is not None and intent.tool not in self.tool_names:
                 raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tool_names}")
@@ -208,7 +216,14 @@ class Business(BaseModel):
 
     @property
     def tool_names(self) -> list[str]:
-        return [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
+        """Every tool a caller may get: the listed ones, then the MCP servers'."""
+        listed = [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
+        return listed + [name for name in self.mcp_tool_servers if name not in listed]
+
+    @property
+    def mcp_tool_servers(self) -> dict[str, str]:
+        """Each MCP tool the business uses -> the name of its server."""
+        return {tool: name for name, server in self.mcp_servers.items() for tool in server.tools}
 
     @property
     def http_tools(self) -> dict[str, HttpTool]:

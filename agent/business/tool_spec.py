@@ -1,5 +1,5 @@
 """A tool the business declares in its file: a call to its own HTTP API (``tools:`` entries that
-are mappings, beside the built-in names).
+are mappings, beside the built-in names), or the tools of its MCP servers (``mcp_servers:``).
 
 Consumes the YAML mapping of one tool; returns an ``HttpTool``, or raises ``ValueError`` naming
 the field that is wrong, which ``load_business`` turns into a start-up error:
@@ -87,6 +87,27 @@ def _object_schema(schema: dict) -> dict:
     return schema
 
 
+def argument_kind(parameters: dict, name: str) -> str:
+    """How argument ``name`` of a tool with these ``parameters`` is read from words: choice,
+    number, integer, yes_no, date, time, weekday, phone, name or text (see the module docstring)."""
+    prop = parameters["properties"][name]
+    kind = prop.get("type")
+    if kind == "boolean":
+        return "yes_no"
+    if kind in ("integer", "number"):
+        return kind
+    if prop.get("enum"):
+        return "choice"
+    if prop.get("format") in FORMATS:
+        return prop["format"]
+    named = name.lower()
+    for word, meant in (("weekday", "weekday"), ("date", "date"), ("time", "time"), ("phone", "phone"),
+                        ("name", "name"), ("day", "weekday")):
+        if named == word or named.endswith(f"_{word}"):
+            return meant
+    return "text"
+
+
 class HttpRequest(BaseModel):
     """Where and how the tool's request is sent."""
 
@@ -117,6 +138,35 @@ def _environment_set(text: str, where: str = "") -> None:
     unset = missing_env(text)
     if unset:
         raise ValueError(f"{where}the environment variable {unset[0]} is not set")
+
+
+class McpServer(BaseModel):
+    """A business's MCP server (``mcp_servers:``), started as a process (``command``) or reached
+    over streamable HTTP (``url``); ``tools`` are the tools of it the business uses, which its
+    intents may route to (agent/tools/mcp_tools.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    command: str | None = Field(None, min_length=1, description="stdio: the program that serves it, started for each call.")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="stdio: its environment; ${VAR} read from Brisk's.")
+    url: str | None = Field(None, description="Streamable HTTP: the server's URL (https://.../mcp).")
+    headers: dict[str, str] = Field(default_factory=dict, description="Streamable HTTP: headers sent; ${VAR} read from the environment.")
+    tools: list[str] = Field(min_length=1, description="The server's tools the business uses, by name.")
+    timeout_secs: float = Field(8.0, gt=0, le=60, description="A tool call fails after this long and the caller hears tool_failed_text.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServer":
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server has either a command (stdio) or a url (streamable HTTP), not both or neither")
+        for where, text in [("url", self.url or ""), ("command", self.command or ""),
+                            *((f"args.{i}", a) for i, a in enumerate(self.args)),
+                            *((f"env.{k}", v) for k, v in self.env.items()),
+                            *((f"headers.{k}", v) for k, v in self.headers.items())]:
+            _environment_set(text, f"{where}: ")
+        for name in self.tools:
+            if not _NAME.match(name):
+                raise ValueError(f"tools: {name!r} is not a function name (lower-case letters, digits and _)")
+        return self
 
 
 class HttpTool(BaseModel):
@@ -184,24 +234,7 @@ class HttpTool(BaseModel):
         return list(self.parameters.get("required", []))
 
     def argument_kind(self, name: str) -> str:
-        """How the argument is read from words: choice, number, integer, yes_no, date, time,
-        weekday, phone, name or text (see the module docstring)."""
-        prop = self.parameters["properties"][name]
-        kind = prop["type"]
-        if kind == "boolean":
-            return "yes_no"
-        if kind in ("integer", "number"):
-            return kind
-        if prop.get("enum"):
-            return "choice"
-        if prop.get("format") in FORMATS:
-            return prop["format"]
-        named = name.lower()
-        for word, meant in (("weekday", "weekday"), ("date", "date"), ("time", "time"), ("phone", "phone"),
-                            ("name", "name"), ("day", "weekday")):
-            if named == word or named.endswith(f"_{word}"):
-                return meant
-        return "text"
+        return argument_kind(self.parameters, name)
 
     def llm_parameters(self) -> dict:
         """``parameters`` as an LLM is shown them: without Brisk's own keywords."""

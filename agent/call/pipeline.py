@@ -52,6 +52,7 @@ from agent.records.recorder import CallRecorder
 from agent.call.turn_taking import make_continuation, make_dtmf, make_turn_strategies
 from agent.tools.booking import RentalBooking
 from agent.tools.form import Form
+from agent.tools.mcp_tools import McpCalls
 from agent.tools.functions import CallTools, register_tools, tools_schema
 from processors.barge_in.barge_in import BargeIn
 from processors.fast_path import FastPathResponder
@@ -173,7 +174,9 @@ def build_call(
     config = resources.config
     business = config.business_definition
     control = control or CallControl()
-    tools = CallTools(business, resources.store, control, api=resources.api)
+    tools = CallTools(business, resources.store, control, api=resources.api, mcp_tools=resources.mcp_tools)
+    if resources.mcp_tools:
+        tools.mcp = McpCalls(business)
     latency = latency or LatencyObserver()
     speculation = SpeculationStats() if config.speculation else None
     speculative_audio = make_speculative_audio(config, speculation)
@@ -185,7 +188,7 @@ def build_call(
     audio = make_call_audio(resources, control)
     # While the bot speaks, only speech that passes the barge-in policy starts a turn.
     turn_strategies.start = [barge_in.start_strategy()]
-    offered = tools_schema(business) if config.tools_offered_to_llm else None
+    offered = tools_schema(business, resources.mcp_tools) if config.tools_offered_to_llm else None
     context = LLMContext(tools=offered) if offered else LLMContext()
     aggregators = LLMContextAggregatorPair(
         context,
@@ -238,6 +241,11 @@ def build_call(
     ]
     worker = start_worker(resources, processors, latency=latency, observers=observers,
                           input_sample_rate=input_sample_rate, app_resources=tools)
+    if tools.mcp is not None:
+        @worker.event_handler("on_pipeline_finished")
+        async def close_mcp(_worker, _frame):
+            await tools.mcp.close()  # the call's own MCP connections (a stdio server's process)
+
     if "book_rental" in business.tools or business.http_tools:
         # One flow manager per call: the booking and the forms each run their flow on it, one at a time.
         flow_manager = FlowManager(worker=worker, llm=llm, context_aggregator=aggregators, transport=transport)

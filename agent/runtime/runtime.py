@@ -138,6 +138,7 @@ class Runtime:
             store=store,
             records=records,
             api=self._business_api(),
+            mcp_tools=await self._mcp_tools(),
             turn_check=turn_check,
             embedder=self.embedder,
         )
@@ -159,6 +160,14 @@ class Runtime:
         from agent.tools.http_tool import BusinessApi
 
         return BusinessApi(self.config.tool_secret)
+
+    async def _mcp_tools(self) -> dict:
+        """The business file's MCP tools as their servers describe them (empty: it names none)."""
+        if not self.config.business_definition.mcp_servers:
+            return {}
+        from agent.tools.mcp_tools import discover
+
+        return await discover(self.config.business_definition)
 
     def _start_record_keepers(self, records) -> None:
         """The webhook sender and the recordings' retention sweep, each in its own task."""

@@ -56,6 +56,8 @@ class CallTools:
     booking: object | None = None  # agent.tools.booking.RentalBooking, once the worker exists
     api: BusinessApi | None = None  # the business's HTTP tools' sender, shared by every call
     form: object | None = None  # agent.tools.form.Form, once the worker exists (a business with HTTP tools)
+    mcp_tools: dict = field(default_factory=dict)  # agent.tools.mcp_tools.McpTool by name, found at start-up
+    mcp: object | None = None  # agent.tools.mcp_tools.McpCalls: this call's connections to the MCP servers
     calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result (and http)
 
     def now(self) -> datetime:
@@ -175,6 +177,17 @@ async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
                   http=outcome.record())
 
 
+async def mcp_tool(params: FunctionCallParams, name: str) -> None:
+    """A tool of the business's MCP server: its text reply said; its failure, ``tool_failed_text``."""
+    tools: CallTools = params.app_resources
+    given = {k: v for k, v in params.arguments.items() if v not in (None, "")}
+    outcome = await tools.mcp.call(tools.mcp_tools[name], given, call_id=tools.control.call_id)
+    if not outcome.ok:
+        logger.warning(f"call {tools.control.call_id}: MCP tool {name} failed: {outcome.error}")
+    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text,
+                  mcp=outcome.record())
+
+
 # Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the
 # words): a turn the caller continued takes them back and is routed again whole
 # (processors/turns/turn_continuation.py).
@@ -182,16 +195,18 @@ REDO_CALLS = frozenset({"lookup_order", "book_rental"})
 
 
 def redo_calls(business: Business) -> frozenset[str]:
-    """``REDO_CALLS`` and the business's own tools: a call of one either reads (an availability
-    check) or opens its form, which asks before anything is changed."""
+    """``REDO_CALLS`` and the business's HTTP tools: a call of one either reads (an availability
+    check) or opens its form, which asks before anything is changed. An MCP tool may change
+    anything, so its call is never taken back to be made again."""
     return REDO_CALLS | frozenset(business.http_tools)
 
 HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,
             "transfer_to_human": transfer_to_human, "end_call": end_call}
 
 
-def schemas(business: Business) -> list[FunctionSchema]:
-    """The function schemas of the business's tools, as an LLM is told them."""
+def schemas(business: Business, mcp_tools: dict | None = None) -> list[FunctionSchema]:
+    """The function schemas of the business's tools, as an LLM is told them (``mcp_tools``: its
+    MCP servers' tools as found at start-up, agent/tools/mcp_tools.py)."""
     bikes = words.bikes_of(business)
     known = {
         "lookup_order": FunctionSchema(
@@ -219,11 +234,14 @@ def schemas(business: Business) -> list[FunctionSchema]:
     own = {name: FunctionSchema(name=name, description=tool.description,
                                 properties=tool.llm_parameters().get("properties", {}), required=tool.required)
            for name, tool in business.http_tools.items()}
-    return [{**known, **own}[name] for name in business.tool_names]
+    served = {name: FunctionSchema(name=name, description=tool.description, properties=tool.parameters["properties"],
+                                   required=tool.required)
+              for name, tool in (mcp_tools or {}).items()}
+    return [{**known, **own, **served}[name] for name in business.tool_names]
 
 
-def tools_schema(business: Business) -> ToolsSchema | None:
-    listed = schemas(business)
+def tools_schema(business: Business, mcp_tools: dict | None = None) -> ToolsSchema | None:
+    listed = schemas(business, mcp_tools)
     return ToolsSchema(standard_tools=listed) if listed else None
 
 
@@ -236,4 +254,9 @@ def register_tools(llm, business: Business) -> None:
     instruction, which would change the prompt's cached prefix."""
     for name in business.tool_names:
         tool = business.http_tools.get(name)
-        llm.register_function(name, functools.partial(http_tool, tool=tool) if tool else HANDLERS[name])
+        if tool is not None:
+            llm.register_function(name, functools.partial(http_tool, tool=tool))
+        elif name in business.mcp_tool_servers:
+            llm.register_function(name, functools.partial(mcp_tool, name=name))
+        else:
+            llm.register_function(name, HANDLERS[name])

@@ -157,7 +157,7 @@ class ToolRouter:
             return {"order_number": words.order_number(text) or ""}
         if tool == "book_rental":
             return opening_slots(text, self.tools.business, self.tools.now())
-        own = self.tools.business.http_tools.get(tool)
+        own = self.tools.business.http_tools.get(tool) or self.tools.mcp_tools.get(tool)
         if own is not None:
             return arguments.from_request(own, text, self.tools.now())
         return {}
