@@ -121,6 +121,19 @@ async def test_with_the_api_down_the_caller_hears_the_failure_line_and_the_next_
     assert any(c["http"]["outcome"] == "failed" for t in kept["turns"] for c in t["tool_calls"])
 
 
+async def test_a_slow_api_gets_one_filler_before_its_answer(agent, stand_in, tmp_path):
+    stand_in.mode, stand_in.slow_s = "slow", 2.5
+    async with serving(agent) as server:
+        client, call = await placed(server, "CA4307")
+        await ask(client, call, "Have you got anybody free on Wednesday?", tmp_path, "slow",
+                  heard="An engineer is free on Wednesday from 11 am.")
+        await client.hang_up()
+
+    assert call.filler.fillers == 1
+    [made] = tool_calls(call, "check_availability")
+    assert made["http"]["outcome"] == "ok" and made["http"]["elapsed_ms"] >= 2500
+
+
 async def test_a_booking_with_missing_details_is_asked_for_read_back_confirmed_and_made(agent, stand_in, tmp_path):
     async with serving(agent) as server:
         client, call = await placed(server, "CA4303")

@@ -7,11 +7,14 @@ text once the tool's result is in the messages.
 """
 
 import json
+import os
 
 import pytest
 import pytest_asyncio
 
 from agent.caller.call import place_call
+from agent.caller.loopback import serve_app
+from tests.fakes.business_api import BusinessApiStandIn
 from tests.fakes.slow_store import SlowStore
 from tests.fakes.tool_calling_llm import ToolCallingLLM
 from tests.servers import brisk_with_llm
@@ -79,3 +82,31 @@ async def test_a_slow_lookup_is_one_turn_filler_then_answer_and_the_call_waits_f
     filler = app.state.calls.runtime.config.business_definition.filler
     assert turn["bot_text"].split() == f"{filler} {ANSWER}".split()
     assert not turn["interrupted"]
+
+
+async def test_an_llm_that_calls_tools_calls_the_business_api_and_phrases_its_reply(monkeypatch):
+    """The plumbing example's HTTP tool, called by the LLM itself: the stand-in API gets the signed
+    request, and the reply goes back to the LLM to phrase."""
+    api = BusinessApiStandIn(os.environ["BRISK_TOOL_SECRET"])
+    llm = ToolCallingLLM(ttft_s=0.2, tokens_per_s=40.0, answer_for=lambda _messages: "Yes, Friday from 1 pm works.",
+                         tool_name="check_availability", arguments='{"day": "friday"}')
+    question = synthesize_speech("Would somebody be able to pop round at the end of the week?", tail_silence=1.0)
+    async with serve_app(api.app()) as api_url:
+        monkeypatch.setenv("BRIGHTWATER_API_URL", api_url)
+        async with brisk_with_llm(llm.app(), fast_path=False,
+                                  business="agent/business/examples/brightwater_plumbing.yaml") as (base_url, app):
+            calls = []
+            app.state.calls.listeners.append(lambda _pc_id, call: calls.append(call))
+            result = await place_call(base_url, app, question.samples, question.sample_rate)
+
+    offered = {t["function"]["name"]: t["function"] for t in llm.requests[-1].tools}
+    assert {"check_availability", "book_visit"} <= set(offered)
+    assert "ask" not in offered["check_availability"]["parameters"]["properties"]["day"]
+    [request] = api.received
+    assert request.query == {"day": "friday"} and request.signed
+    [made] = calls[0].tools.calls
+    assert made["name"] == "check_availability" and made["http"]["outcome"] == "ok"
+    tool_message = next(m for m in llm.requests[-1].messages if m.get("role") == "tool")
+    assert json.loads(tool_message["content"])["said"] == "An engineer is free on Friday from 1 pm."
+    [turn] = [t for t in result.summary["turns"] if t.get("bot_text")]
+    assert turn["bot_text"].strip() == "Yes, Friday from 1 pm works."
