@@ -76,6 +76,8 @@ def table_tool(**changes) -> HttpTool:
     (lambda t: t["http"].update(url="ftp://example.com/tables"), "http.url: 'ftp://example.com/tables' is not"),
     (lambda t: t.update(name="end_call"), "'end_call' is a built-in tool"),
     (lambda t: t.update(colour="blue"), "colour: not a field a tool has"),
+    (lambda t: t["parameters"]["properties"]["party_size"].update(open_days_only=True),
+     "properties.party_size.open_days_only: only a weekday or a date is a day"),
 ])
 def test_a_malformed_tool_stops_start_up_naming_the_tool_and_the_field(tmp_path, monkeypatch, change, named):
     monkeypatch.setenv("TABLE_API_KEY", "k")

@@ -9,7 +9,8 @@ the field that is wrong, which ``load_business`` turns into a start-up error:
   caller is asked when their words do not give it. What kind of value a property is, and so how
   it is read from the caller's words (agent/tools/arguments.py), is its ``type``, its ``enum``,
   and its ``format`` (``date``, ``time``, ``weekday``, ``phone``, ``name``), or without a format
-  its name (``day``, ``date``, ``time``, ``phone``, ``name``).
+  its name (``day``, ``date``, ``time``, ``phone``, ``name``). A day with ``open_days_only`` must
+  be one the business is open (its ``hours``): a closed day is refused and asked again.
 - ``http``: where the request goes. ``${VAR}`` in the URL or a header is read from the
   environment when the request is made; a variable that is not set stops start-up (``${VAR:-x}``
   gives a default).
@@ -34,7 +35,7 @@ VALUE_TYPES = ("string", "integer", "number", "boolean")
 FORMATS = ("date", "time", "weekday", "phone", "name")
 # Brisk's own keywords in a property (JSON Schema ignores keywords it does not know); kept out of
 # the schema an LLM is shown.
-OWN_KEYWORDS = ("ask",)
+OWN_KEYWORDS = ("ask", "open_days_only")
 
 
 def missing_env(text: str) -> list[str]:
@@ -204,6 +205,8 @@ class HttpTool(BaseModel):
                 raise ValueError(f"properties.{name}: type must be one of {', '.join(VALUE_TYPES)}")
             if prop.get("ask") is not None and not (isinstance(prop["ask"], str) and prop["ask"].strip()):
                 raise ValueError(f"properties.{name}.ask: the question asked for it, as text")
+            if prop.get("open_days_only") and argument_kind(value, name) not in ("weekday", "date"):
+                raise ValueError(f"properties.{name}.open_days_only: only a weekday or a date is a day")
         for name in value.get("required", []):
             if name not in properties:
                 raise ValueError(f"required: {name!r} is not one of the properties")
@@ -238,6 +241,10 @@ class HttpTool(BaseModel):
 
     def llm_parameters(self) -> dict:
         """``parameters`` as an LLM is shown them: without Brisk's own keywords."""
-        properties = {name: {k: v for k, v in prop.items() if k not in OWN_KEYWORDS}
-                      for name, prop in self.parameters.get("properties", {}).items()}
-        return {**self.parameters, "properties": properties}
+        return {**self.parameters, "properties": {name: llm_property(prop)
+                                                  for name, prop in self.parameters.get("properties", {}).items()}}
+
+
+def llm_property(prop: dict) -> dict:
+    """One property as an LLM is shown it: without Brisk's own keywords."""
+    return {k: v for k, v in prop.items() if k not in OWN_KEYWORDS}

@@ -163,6 +163,19 @@ def _time(text: str) -> str | None:
     return f"{hour:02d}:{minute:02d}"
 
 
+def weekday_of(tool, name: str, value) -> str | None:
+    """The weekday ("sunday") a weekday or date argument's value falls on, else None."""
+    kind = tool.argument_kind(name)
+    if kind == "weekday":
+        return str(value).lower()
+    if kind == "date":
+        try:
+            return date.fromisoformat(str(value)).strftime("%A").lower()
+        except ValueError:
+            return None
+    return None
+
+
 def spoken(tool: HttpTool, name: str, value) -> str:
     """An argument's value as it is read back to the caller ("thursday" -> "Thursday", "19:30" -> "7:30 pm")."""
     kind = tool.argument_kind(name)

@@ -24,7 +24,7 @@ import re
 from loguru import logger
 from pipecat.flows import FlowManager, FlowsFunctionSchema, NodeConfig
 
-from agent.business.tool_spec import HttpTool
+from agent.business.tool_spec import HttpTool, llm_property
 from agent.tools import arguments, words
 from agent.tools.http_tool import fill
 from agent.tools.spoken_steps import SAY, speak_steps
@@ -116,11 +116,26 @@ class Form:
             confirmed = words.yes_or_no(text) if keyed is None else {"1": True, "2": False}.get(keyed)
             return (step, {"confirmed": confirmed}) if confirmed is not None else None
         value = arguments.from_answer(self.tool, asking, text, self._tools.now())
-        return (step, {asking: value}) if value is not None else None
+        if value is None or self._closed_on(asking, value):
+            return None
+        return step, {asking: value}
 
     def ask_again(self, text: str = "") -> str:
-        """The step's question again, for words that did not answer it."""
+        """The step's question again, for words that did not answer it (or named a closed day)."""
+        asking = self._asking()
+        value = arguments.from_answer(self.tool, asking, text, self._tools.now()) if asking else None
+        closed = self._closed_on(asking, value) if value is not None else None
+        if closed:
+            return f"Sorry, we're closed on {closed}s. {self.question()}"
         return f"Sorry, I didn't catch that. {self.question()}".strip()
+
+    def _closed_on(self, argument: str, value) -> str | None:
+        """The weekday ("Sunday") when ``value`` is a day the business is closed and the argument
+        wants an open one (``open_days_only``); else None."""
+        if not self.tool.parameters["properties"][argument].get("open_days_only"):
+            return None
+        day = arguments.weekday_of(self.tool, argument, value)
+        return day.capitalize() if day and self._tools.business.hours.get(day) is None else None
 
     # --- the flow's nodes -------------------------------------------------------------
 
@@ -151,7 +166,7 @@ class Form:
         prop = tool.parameters["properties"][argument]
         what = prop.get("description") or argument.replace("_", " ")
         question = prop.get("ask") or f"Could you tell me {what}?"
-        llm_prop = {k: v for k, v in prop.items() if k != "ask"}
+        llm_prop = llm_property(prop)
         function = FlowsFunctionSchema(
             name=f"give_{argument}", description=f"Record {what}, as the caller said it.",
             properties={argument: llm_prop}, required=[argument], handler=self._given(argument))
@@ -178,7 +193,7 @@ class Form:
                 # An LLM may give the words as it heard them ("next Thursday"): read as the fast path
                 # reads them; a value the fast path read reads back as itself.
                 value = arguments.from_answer(self.tool, argument, value, self._tools.now())
-            if value is None:
+            if value is None or self._closed_on(argument, value):
                 return {"recorded": False}, self._ask_node(argument)
             self.arguments[argument] = value
             return {"recorded": argument}, await self._after_step()
