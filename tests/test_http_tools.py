@@ -140,6 +140,9 @@ def test_a_whole_request_gives_only_what_it_states_unmistakably(said, read):
     ("time", "Half seven.", None),  # not read rather than guessed
     ("time", "8:15 pm", "20:15"),
     ("seating", "Inside, please.", "inside"),
+    ("seating", "Out on the terrace if we can.", "terrace"),
+    ("seating", "Either is fine, inside or the terrace.", None),
+    ("seating", "A table, please.", None),
     ("high_chair", "Yes please.", True),
     ("high_chair", "No, we're fine.", False),
 ])

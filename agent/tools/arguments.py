@@ -121,13 +121,18 @@ def _number(tool: HttpTool, text: str, name: str, prop: dict, kind: str, alone: 
 
 
 def _choice(text: str, enum: list) -> str | None:
+    """The one option of ``enum`` the words name: by a word of its own, one it shares with no other
+    option ("an electric one" of "city bike" and "electric bike"; "the boiler" of "boiler
+    service"); of two named, the one with more of its words ("a large pizza", not "pizza")."""
     said = comparison_words(text)
-    hits = [option for option in enum
-            if (wanted := comparison_words(str(option)))
-            and all(any(same_word(w, s) for s in said) for w in wanted)]
-    # "city bike" over "bike" when both are options and both are said.
-    hits = [h for h in hits if not any(h != o and set(comparison_words(str(h))) < set(comparison_words(str(o)))
-                                       for o in hits)]
+    words_of = {option: set(comparison_words(str(option))) for option in enum}
+    hits = []
+    for option, own in words_of.items():
+        others = set().union(*(w for o, w in words_of.items() if o != option))
+        distinctive = (own - others) or own
+        if any(same_word(w, s) for w in distinctive for s in said):
+            hits.append(option)
+    hits = [h for h in hits if not any(words_of[h] < words_of[o] for o in hits)]
     return hits[0] if len(hits) == 1 else None
 
 
