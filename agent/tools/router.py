@@ -9,8 +9,9 @@ for the LLM. In order:
    the step's question again. Asking for a person or saying goodbye still works. The request
    that opened the booking, continued after a pause, is a new request (3).
    A business tool's form in progress (agent/tools/form.py) works the same way, and more: a
-   question is answered and the step's question said again after it, "never mind" leaves the
-   form, and so does a request for another tool (which is then routed).
+   question is answered and the step's question said again after it (a short answer said as a
+   question, "Is Monday OK?", is the answer), "never mind" leaves the form, and so does a
+   request for another tool (which is then routed).
 2. Keyed digits, or a number said right after the bot asked for an order number: the order.
 3. The business's intents: an answer template, or a tool with what the words hold for it
    (an order number, the bike, day and count of a rental request). "Do you rent electric
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from agent.business.intents import IntentMatcher, opens_a_question
+from agent.business.intents import IntentMatcher, is_question, opens_a_question
 from agent.tools import arguments, words
 from agent.tools.booking import opening_slots
 from agent.tools.functions import CallTools
@@ -60,6 +61,10 @@ def _named(text: str, unknown: list[str]) -> str:
 _OFFERED_A_PERSON = re.compile(r"\b(?:person|someone|colleague|human|member of (?:our|the) team)\b[^.!?]*\?\s*$", re.I)
 # "Yes, please, that would be great." takes the offer; a longer turn says something more.
 _SHORT_YES = 6
+
+# Words of an answer to a form's step said as a question ("Is Monday OK?"), at most: a longer
+# question the file answers is a question, whatever day it names.
+_SHORT_ANSWER = 4
 
 # Intents that may cut into a booking in progress.
 _ANYTIME_TOOLS = ("transfer_to_human", "end_call")
@@ -104,6 +109,16 @@ class ToolRouter:
     def _in_form(self, form, text: str, earlier: str) -> FastAnswer:
         """The caller's words while a form waits for its step (see the module docstring)."""
         call = form.route(text)
+        short = len(comparison_words(text)) <= _SHORT_ANSWER
+        # "Sorry, what time do you open on Saturday?" is a question to answer, not the day to give;
+        # "Is Monday OK?" and "Monday?" are the answer.
+        if call is None or not short:
+            asked = self.matcher(text, earlier) if opens_a_question(text) or is_question(text) else None
+            if asked is not None and asked.tool is None and asked.intent != "unknown":
+                return FastAnswer(asked.intent, f"{asked.text} {form.question()}")
+            if call is not None and asked is not None and asked.tool not in (None, form.tool.name):
+                form.leave()  # "Actually, is anyone free on Tuesday?": another tool's request
+                return self._request(text, earlier) or asked
         if call is not None:
             return FastAnswer(f"form:{call[0]}", "", tool=call[0], arguments=call[1])
         if form.leaves(text):
