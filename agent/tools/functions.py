@@ -38,7 +38,9 @@ from agent.business.model import Business
 from agent.business.tool_spec import HttpTool
 from agent.call.call_control import CallControl
 from agent.tools import words
+from agent.tools.form import Form
 from agent.tools.http_tool import BusinessApi
+from agent.tools.mcp_tools import McpCalls, McpTool
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
 from frames.turn import FAST_PATH
@@ -55,9 +57,9 @@ class CallTools:
     clock: Callable[[], datetime] | None = None
     booking: object | None = None  # agent.tools.booking.RentalBooking, once the worker exists
     api: BusinessApi | None = None  # the business's HTTP tools' sender, shared by every call
-    form: object | None = None  # agent.tools.form.Form, once the worker exists (a business with HTTP tools)
-    mcp_tools: dict = field(default_factory=dict)  # agent.tools.mcp_tools.McpTool by name, found at start-up
-    mcp: object | None = None  # agent.tools.mcp_tools.McpCalls: this call's connections to the MCP servers
+    form: Form | None = None  # once the worker exists (a business with HTTP tools)
+    mcp_tools: dict[str, McpTool] = field(default_factory=dict)  # found at start-up
+    mcp: McpCalls | None = None  # this call's connections to the business's MCP servers
     calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result (and http)
 
     def now(self) -> datetime:
