@@ -176,17 +176,18 @@ class Business(BaseModel):
     @field_validator("tools", mode="before")
     @classmethod
     def _tools_by_name(cls, value):
-        """A malformed HTTP tool is named by its name in the error, not its place in the list."""
+        """A malformed HTTP tool is named by its name in the error, not its place in the list; each
+        is validated here once (pydantic takes the validated model as it is)."""
         if not isinstance(value, list):
             return value
-        seen = set()
+        seen, checked = set(), []
         for index, tool in enumerate(value):
             name = tool.get("name") if isinstance(tool, dict) else tool
-            if isinstance(tool, dict) and name in BUILT_IN_TOOLS:
-                raise ValueError(f"{name!r} is a built-in tool: list it by name, or give yours another name")
             if isinstance(tool, dict):
+                if name in BUILT_IN_TOOLS:
+                    raise ValueError(f"{name!r} is a built-in tool: list it by name, or give yours another name")
                 try:
-                    HttpTool.model_validate(tool)
+                    tool = HttpTool.model_validate(tool)
                 except ValidationError as error:
                     first = error.errors()[0]
                     where = ".".join(str(part) for part in first["loc"])
@@ -197,28 +198,34 @@ class Business(BaseModel):
             if name in seen:
                 raise ValueError(f"{name!r} is listed twice")
             seen.add(name)
-        return value
+            checked.append(tool)
+        return checked
 
     @model_validator(mode="after")
     def _tools_declared(self) -> "Business":
-        named = [n for n in self.tool_names if n not in self.mcp_tool_servers]
+        named = set(self._listed_tool_names)
         for server_name, server in self.mcp_servers.items():
             for name in server.tools:
                 if name in named or name in BUILT_IN_TOOLS:
                     raise ValueError(f"mcp_servers.{server_name}.tools: {name!r} is already a tool of this file")
-                named.append(name)
+                named.add(name)
         for name, intent in self.intents.items():
-            if intent.tool is not None and intent.tool not in self.tool_names:
+            if intent.tool is not None and intent.tool not in named:
                 raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tool_names}")
         if "book_rental" in self.tools and "rental_booking" not in self.flows:
             raise ValueError("tools: book_rental needs the flow flows.rental_booking (its steps)")
         return self
 
+    # Properties, not cached: model_copy(update=...) would carry a cached value over stale, and
+    # a handful of tools is microseconds to walk.
+    @property
+    def _listed_tool_names(self) -> list[str]:
+        return [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
+
     @property
     def tool_names(self) -> list[str]:
         """Every tool a caller may get: the listed ones, then the MCP servers'."""
-        listed = [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
-        return listed + [name for name in self.mcp_tool_servers if name not in listed]
+        return [*self._listed_tool_names, *self.mcp_tool_servers]
 
     @property
     def mcp_tool_servers(self) -> dict[str, str]:

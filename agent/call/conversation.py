@@ -47,7 +47,7 @@ class IdleCaller:
         user_aggregator.add_event_handler("on_user_turn_started", self._on_caller_spoke)
 
     async def _on_idle(self, aggregator) -> None:
-        form = getattr(self.tools, "form", None)
+        form = self.tools.form if self.tools is not None else None
         if form is not None and form.step is not None:
             await self._stuck_in(form, aggregator)
             return

@@ -215,8 +215,6 @@ class Form:
         tools, tool = self._tools, self.tool
         self._open = False
         outcome = await tools.api.call(tool, self.arguments, call_id=tools.control.call_id)
-        if not outcome.ok:
-            logger.warning(f"call {tools.control.call_id}: tool {tool.name} failed: {outcome.error}")
         tools.calls.append({"name": tool.name, "arguments": dict(self.arguments), "result": outcome.result(),
                             "http": outcome.record()})
         said = outcome.said if outcome.ok else tools.business.tool_failed_text

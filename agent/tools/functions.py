@@ -39,7 +39,7 @@ from agent.business.tool_spec import HttpTool
 from agent.call.call_control import CallControl
 from agent.tools import words
 from agent.tools.form import Form
-from agent.tools.http_tool import BusinessApi
+from agent.tools.http_tool import BusinessApi, Outcome
 from agent.tools.mcp_tools import McpCalls, McpTool
 from agent.tools.store import OrderStatus, ShopStore
 from frames.tools import ROUTED_CALL_PREFIX
@@ -159,12 +159,23 @@ async def end_call(params: FunctionCallParams) -> None:
     await params.llm.push_frame(EndWorkerFrame(reason="the bot ended the call"), FrameDirection.UPSTREAM)
 
 
+def _given(params: FunctionCallParams) -> dict:
+    """The arguments a call gives, without the empty ones an LLM or the router fills in."""
+    return {k: v for k, v in params.arguments.items() if v not in (None, "")}
+
+
+async def _tell(params: FunctionCallParams, outcome: Outcome, **kept) -> None:
+    """A business tool's outcome given back: its reply said, or ``tool_failed_text``."""
+    tools: CallTools = params.app_resources
+    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text, **kept)
+
+
 async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
     """One of the business's own tools: its API's reply said through the file's ``say``. A call
     that lacks a required argument, or of a tool that changes something, opens the tool's form
     (agent/tools/form.py), which asks, reads back and then runs it."""
     tools: CallTools = params.app_resources
-    given = {k: v for k, v in params.arguments.items() if v not in (None, "")}
+    given = _given(params)
     missing = [name for name in tool.required if name not in given]
     if (missing or tool.changes) and tools.form is not None:
         await _finish(params, {"form": True, "asking": missing, **given})
@@ -173,21 +184,14 @@ async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
     if tools.api is None:
         raise RuntimeError(f"the HTTP tool {tool.name} runs without the runtime's BusinessApi")
     outcome = await tools.api.call(tool, given, call_id=tools.control.call_id)
-    if not outcome.ok:
-        logger.warning(f"call {tools.control.call_id}: tool {tool.name} failed: {outcome.error}")
-    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text,
-                  http=outcome.record())
+    await _tell(params, outcome, http=outcome.record())
 
 
 async def mcp_tool(params: FunctionCallParams, name: str) -> None:
     """A tool of the business's MCP server: its text reply said; its failure, ``tool_failed_text``."""
     tools: CallTools = params.app_resources
-    given = {k: v for k, v in params.arguments.items() if v not in (None, "")}
-    outcome = await tools.mcp.call(tools.mcp_tools[name], given, call_id=tools.control.call_id)
-    if not outcome.ok:
-        logger.warning(f"call {tools.control.call_id}: MCP tool {name} failed: {outcome.error}")
-    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text,
-                  mcp=outcome.record())
+    outcome = await tools.mcp.call(tools.mcp_tools[name], _given(params), call_id=tools.control.call_id)
+    await _tell(params, outcome, mcp=outcome.record())
 
 
 # Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the

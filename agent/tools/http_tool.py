@@ -91,6 +91,15 @@ class BusinessApi:
         self.client = client or httpx.AsyncClient()
 
     async def call(self, tool: HttpTool, arguments: dict, *, call_id: str = "") -> Outcome:
+        """One request of ``tool``; logged here, once, whichever way it went."""
+        outcome = await self._send(tool, arguments, call_id)
+        if outcome.ok:
+            logger.info(f"call {call_id}: tool {tool.name}: HTTP {outcome.status} in {outcome.elapsed_ms:.0f} ms")
+        else:
+            logger.warning(f"call {call_id}: tool {tool.name} failed: {outcome.error}")
+        return outcome
+
+    async def _send(self, tool: HttpTool, arguments: dict, call_id: str) -> Outcome:
         request = {"method": tool.http.method, "url": tool.http.url, "arguments": arguments}
         problems = sorted(Draft202012Validator(tool.parameters).iter_errors(arguments), key=lambda e: list(e.path))
         if problems:
@@ -132,7 +141,6 @@ class BusinessApi:
         except (KeyError, ValueError, IndexError) as error:
             return Outcome(None, response=data, error=f"say cannot be filled: the reply has no {error}",
                            status=reply.status_code, request=request, elapsed_ms=elapsed)
-        logger.info(f"call {call_id}: tool {tool.name}: HTTP {reply.status_code} in {elapsed:.0f} ms")
         return Outcome(said, response=data, status=reply.status_code, request=request, elapsed_ms=elapsed)
 
     async def close(self) -> None:

@@ -110,6 +110,15 @@ class McpCalls:
         self._clients: dict[str, _FlaggingClient] = {}
 
     async def call(self, tool: McpTool, arguments: dict, *, call_id: str = "") -> Outcome:
+        """One call of ``tool`` on this call's connection to its server; logged here, once."""
+        outcome = await self._send(tool, arguments)
+        if outcome.ok:
+            logger.info(f"call {call_id}: MCP tool {tool.name} answered in {outcome.elapsed_ms:.0f} ms")
+        else:
+            logger.warning(f"call {call_id}: MCP tool {tool.name} failed: {outcome.error}")
+        return outcome
+
+    async def _send(self, tool: McpTool, arguments: dict) -> Outcome:
         server = self._servers[tool.server]
         request = {"mcp_server": tool.server, "tool": tool.name, "arguments": arguments}
         client = self._clients.get(tool.server)
@@ -127,7 +136,6 @@ class McpCalls:
         if failed or not text.strip():
             return Outcome(None, response=text, error=f"the server's error: {text[:200] or '(no text)'}",
                            request=request, elapsed_ms=_since(started))
-        logger.info(f"call {call_id}: MCP tool {tool.name} answered in {_since(started):.0f} ms")
         return Outcome(text.strip(), response=text, request=request, elapsed_ms=_since(started))
 
     @property

@@ -24,6 +24,7 @@ for the LLM. In order:
 
 from __future__ import annotations
 
+import functools
 import re
 
 from agent.business.intents import IntentMatcher, is_question, opens_a_question
@@ -109,21 +110,23 @@ class ToolRouter:
     def _in_form(self, form, text: str, earlier: str) -> FastAnswer:
         """The caller's words while a form waits for its step (see the module docstring)."""
         call = form.route(text)
+        # Asked at most once, and only when it is needed: it reads the words by meaning.
+        request = functools.cache(lambda: self._request(text, earlier))
         short = len(comparison_words(text)) <= _SHORT_ANSWER
         # "Sorry, what time do you open on Saturday?" is a question to answer, not the day to give;
         # "Is Monday OK?" and "Monday?" are the answer.
-        if call is None or not short:
-            asked = self.matcher(text, earlier) if opens_a_question(text) or is_question(text) else None
+        if (call is None or not short) and (opens_a_question(text) or is_question(text)):
+            asked = request()
             if asked is not None and asked.tool is None and asked.intent != "unknown":
                 return FastAnswer(asked.intent, f"{asked.text} {form.question()}")
             if call is not None and asked is not None and asked.tool not in (None, form.tool.name):
                 form.leave()  # "Actually, is anyone free on Tuesday?": another tool's request
-                return self._request(text, earlier) or asked
+                return asked
         if call is not None:
             return FastAnswer(f"form:{call[0]}", "", tool=call[0], arguments=call[1])
         if form.leaves(text):
             return FastAnswer("form:left", form.leave())
-        answer = self._request(text, earlier)
+        answer = request()
         if answer is not None and answer.tool is None and answer.intent != "unknown":
             return FastAnswer(answer.intent, f"{answer.text} {form.question()}")
         if answer is not None and answer.tool is not None:
