@@ -12,9 +12,7 @@ from agent.business.embedder import load_embedder
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
-from agent.call.call_control import CallControl
-from agent.tools.form import LEFT, Form
-from agent.tools.functions import CallTools
+from agent.tools.form import LEFT
 from agent.tools.router import ToolRouter
 from tests.test_booking_flow import booking_call
 
@@ -26,16 +24,14 @@ PLUMBING = load_business("agent/business/examples/brightwater_plumbing.yaml")
 async def form_call():
     """A call's form for the plumbing example's tools, on the booking test's pipeline: (form, said,
     the call's fast path)."""
-    async with booking_call() as (booking, worker, said, _cuts):
-        tools = CallTools(PLUMBING, None, CallControl("CA1"), clock=lambda: FRIDAY)
-        tools.form = Form(booking.flow_manager, tools)
+    async with booking_call(PLUMBING, FRIDAY) as (form, worker, said, _cuts):
         matcher = IntentMatcher(PLUMBING, facts=FactIndex(PLUMBING, embedder=load_embedder(None)), clock=lambda: FRIDAY)
-        yield tools.form, said, ToolRouter(matcher, tools)
+        yield form, said, ToolRouter(matcher, form._tools)
 
 
 async def test_a_booking_asks_for_what_the_request_left_out_one_thing_at_a_time():
     async with form_call() as (form, said, router):
-        await form.start(PLUMBING.http_tools["book_visit"], {"name": "Anna Lee"}, request="Book me in, I'm Anna Lee.")
+        await form.start(PLUMBING.declared_tools["book_visit"], {"name": "Anna Lee"}, request="Book me in, I'm Anna Lee.")
         assert form.step == "give_day" and form.question() == "Which day would you like the engineer to come?"
         assert form.route("Tuesday would be great.") == ("give_day", {"day": "tuesday"})
         assert form.route("Whenever, really.") is None
@@ -44,7 +40,7 @@ async def test_a_booking_asks_for_what_the_request_left_out_one_thing_at_a_time(
 
 async def test_a_closed_day_is_refused_and_asked_again():
     async with form_call() as (form, said, router):
-        await form.start(PLUMBING.http_tools["book_visit"], {})
+        await form.start(PLUMBING.declared_tools["book_visit"], {})
         assert form.route("Sunday, please.") is None
         assert form.ask_again("Sunday, please.") == "Sorry, we're closed on Sundays. Which day would you like the engineer to come?"
         assert form.route("Saturday, please.") == ("give_day", {"day": "saturday"})
@@ -52,7 +48,7 @@ async def test_a_closed_day_is_refused_and_asked_again():
 
 async def test_never_mind_leaves_the_form_and_its_steps_route_no_more():
     async with form_call() as (form, said, router):
-        await form.start(PLUMBING.http_tools["book_visit"], {"day": "monday"})
+        await form.start(PLUMBING.declared_tools["book_visit"], {"day": "monday"})
         assert form.step == "give_name"
         assert form.leaves("Oh, never mind, I'll call back.") and not form.leaves("Anna Lee.")
         assert form.leave() == LEFT
@@ -61,7 +57,7 @@ async def test_never_mind_leaves_the_form_and_its_steps_route_no_more():
 
 async def test_what_the_request_gave_is_read_back_before_a_tool_that_changes_something():
     async with form_call() as (form, said, router):
-        await form.start(PLUMBING.http_tools["book_visit"], {"day": "monday", "name": "Anna Lee", "phone": "07700900123"})
+        await form.start(PLUMBING.declared_tools["book_visit"], {"day": "monday", "name": "Anna Lee", "phone": "07700900123"})
         assert form.step == "confirm_book_visit"
         assert form.question() == "So that's a visit on Monday for Anna Lee, on 0 7 7 0 0 9 0 0 1 2 3. Shall I book it?"
         assert form.route("Yes, that's right.") == ("confirm_book_visit", {"confirmed": True})
@@ -70,7 +66,7 @@ async def test_what_the_request_gave_is_read_back_before_a_tool_that_changes_som
 
 async def test_a_form_never_traps_the_caller_a_question_is_answered_and_another_request_leaves_it():
     async with form_call() as (form, said, router):
-        await form.start(PLUMBING.http_tools["book_visit"], {}, request="I'd like to book a visit.")
+        await form.start(PLUMBING.declared_tools["book_visit"], {}, request="I'd like to book a visit.")
         question = "Which day would you like the engineer to come?"
 
         answered = router("Sorry, what time do you open on Saturday?")
@@ -87,6 +83,6 @@ async def test_a_form_never_traps_the_caller_a_question_is_answered_and_another_
         assert (elsewhere.tool, elsewhere.arguments) == ("check_availability", {"day": "tuesday"})
         assert form.step is None
 
-        await form.start(PLUMBING.http_tools["book_visit"], {"day": "monday"})
+        await form.start(PLUMBING.declared_tools["book_visit"], {"day": "monday"})
         person = router("Could you put me through to someone in the office?")
         assert person.tool == "transfer_to_human" and form.step is None

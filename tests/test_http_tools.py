@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from agent.business.model import BusinessError, load_business
-from agent.business.tool_spec import HttpTool
+from agent.business.tool_spec import DeclaredTool
 from agent.caller.loopback import serve_app
 from agent.config import ConfigError, load_config
 from agent.security.signing import verify
@@ -56,9 +56,9 @@ def business_with(tmp_path, tool: dict, **more) -> str:
     return str(path)
 
 
-def table_tool(**changes) -> HttpTool:
+def table_tool(**changes) -> DeclaredTool:
     """The restaurant's tool, without the header that needs its key in the environment."""
-    return HttpTool.model_validate({**copy.deepcopy(TABLE), "http": {"url": TABLE["http"]["url"]}, **changes})
+    return DeclaredTool.model_validate({**copy.deepcopy(TABLE), "http": {"url": TABLE["http"]["url"]}, **changes})
 
 
 # --- the business file ------------------------------------------------------------------------
@@ -78,6 +78,13 @@ def table_tool(**changes) -> HttpTool:
     (lambda t: t.update(colour="blue"), "colour: not a field a tool has"),
     (lambda t: t["parameters"]["properties"]["party_size"].update(open_days_only=True),
      "properties.party_size.open_days_only: only a weekday or a date is a day"),
+    (lambda t: t.pop("http"), "either http (its API) or store (a booking Brisk keeps)"),
+    (lambda t: t.update(store="bookings"), "either http (its API) or store (a booking Brisk keeps)"),
+    (lambda t: (t.pop("http"), t.update(store="diary")), "store: Input should be 'bookings'"),
+    (lambda t: (t.pop("http"), t.pop("response"), t.update(store="bookings", say="Booked, {reference}.")),
+     "say: {reference} is neither an argument nor what store: bookings gives (booking_id)"),
+    (lambda t: (t.pop("http"), t.update(store="bookings")), "response: a store tool's reply is Brisk's own"),
+    (lambda t: t.update(failed="Sorry {people}."), "failed: {people} is not an argument"),
 ])
 def test_a_malformed_tool_stops_start_up_naming_the_tool_and_the_field(tmp_path, monkeypatch, change, named):
     monkeypatch.setenv("TABLE_API_KEY", "k")
@@ -148,6 +155,20 @@ def test_a_whole_request_gives_only_what_it_states_unmistakably(said, read):
 ])
 def test_an_answer_to_its_own_question_gives_that_argument_typed(name, said, value):
     assert arguments.from_answer(table_tool(), name, said, SUNDAY) == value
+
+
+def test_a_count_said_before_what_it_counts_agrees_with_it_in_the_read_back():
+    order = DeclaredTool.model_validate({
+        "name": "order_food", "description": "Order food for collection.", "store": "bookings",
+        "parameters": {"type": "object", "required": ["quantity", "dish"], "properties": {
+            "quantity": {"type": "integer", "minimum": 1}, "dish": {"type": "string", "enum": ["large pizza", "glass of wine", "box of fries"]}}},
+        "say": "Ordered: {quantity} {dish}, number {booking_id}.", "changes": True,
+        "confirm": "So {quantity} {dish}, and {dish} is right?"})
+    assert arguments.read_back(order, order.confirm, {"quantity": 2, "dish": "large pizza"}) == \
+        "So 2 large pizzas, and large pizza is right?"
+    assert [arguments.read_back(order, order.say, {"quantity": n, "dish": dish}, {"booking_id": 9}) for n, dish in
+            ((1, "large pizza"), (3, "glass of wine"), (2, "box of fries"))] == [
+        "Ordered: 1 large pizza, number 9.", "Ordered: 3 glasses of wine, number 9.", "Ordered: 2 boxes of fries, number 9."]
 
 
 def test_names_phones_and_free_text_are_read_from_answers_and_from_requests_only_when_stated():

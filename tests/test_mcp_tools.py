@@ -20,6 +20,8 @@ from agent.tools.functions import CallTools, schemas
 from agent.tools.mcp_tools import McpCalls, McpStartError, discover
 from agent.tools.router import ToolRouter
 from tests.fakes import mcp_diary
+from tests.test_booking_flow import answer, booking_call
+from tests.waiting import until
 
 PLUMBING = "agent/business/examples/brightwater_plumbing.yaml"
 STDIO = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_diary"], "tools": ["next_free_slot", "broken_day"]}
@@ -99,3 +101,24 @@ async def test_two_calls_each_have_their_own_server_process_and_a_routed_request
     # An LLM that calls tools is offered them as the server describes them.
     [offered] = [s for s in schemas(business, found) if s.name == "next_free_slot"]
     assert offered.required == ["day"] and "next free engineer slot" in offered.description
+
+
+async def test_a_request_that_does_not_say_the_day_is_asked_for_it_and_the_answer_runs_the_tool(tmp_path):
+    business = business_with(tmp_path, {"diary": STDIO}, {"slot": SLOT_INTENT})
+    found = await discover(business)
+    async with booking_call(business, SUNDAY) as (form, _, said, _):
+        tools = form._tools
+        tools.mcp_tools, tools.mcp = found, McpCalls(business)
+        router = ToolRouter(IntentMatcher(business, facts=FactIndex(business, embedder=load_embedder(None))), tools)
+        try:
+            routed = router("When is your next free slot?")
+            assert (routed.tool, routed.arguments) == ("next_free_slot", {})
+            await form.start(found["next_free_slot"], routed.arguments, request="When is your next free slot?")
+            assert form.step == "give_day" and form.question().startswith("Could you tell me")
+            await answer(form, "Wednesday, please.")
+            await until(lambda: len(said) == 2, "the server's reply to be said")
+        finally:
+            await tools.mcp.close()
+    assert "Wednesday is at" in said[-1]
+    [call] = tools.calls
+    assert call["arguments"] == {"day": "wednesday"} and call["mcp"]["outcome"] == "ok"

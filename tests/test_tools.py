@@ -1,10 +1,8 @@
-"""The tools' parts on their own: reading the caller's words, routing, the booking flow's steps,
-the filler's timing, the business file's tool declarations and the store under several calls.
-The same tools over a real phone call: tests/test_tools_e2e.py."""
+"""The tools' parts on their own: reading the caller's words, routing, the filler's timing, the business file's tool declarations and the store under several calls.
+The rental's form: tests/test_booking_flow.py; the same tools over a real phone call: tests/test_tools_e2e.py."""
 
 import asyncio
 from datetime import date, datetime
-from types import SimpleNamespace
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -20,23 +18,21 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from agent.business.facts import FactIndex
 from agent.business.intents import IntentMatcher
-from agent.business.model import BusinessError, load_business
+from agent.business.model import BusinessError, default_business_path, load_business
 from agent.call.call_control import CallControl
-from agent.tools import words
-from agent.tools.booking import confirm_booking, opening_slots
+from agent.tools import arguments, words
 from agent.tools.functions import CallTools, order_sentence, schemas
 from agent.tools.router import ToolRouter
 from agent.tools.store import ShopStore
 from processors.llm.tool_filler import ToolFiller
-from tests.fakes.broken_store import BrokenStore
 
 LONDON = ZoneInfo("Europe/London")
 TUESDAY = datetime(2026, 12, 1, 10, 30, tzinfo=LONDON)
 BUSINESS = load_business()
 
 
-def router(booking=None) -> ToolRouter:
-    tools = CallTools(BUSINESS, None, CallControl(), clock=lambda: TUESDAY, booking=booking)
+def router() -> ToolRouter:
+    tools = CallTools(BUSINESS, None, CallControl(), clock=lambda: TUESDAY)
     return ToolRouter(IntentMatcher(BUSINESS, facts=FactIndex(BUSINESS), clock=lambda: TUESDAY), tools)
 
 
@@ -54,12 +50,15 @@ def test_an_order_number_is_read_said_digit_by_digit_or_keyed(said, number):
 
 
 def test_a_booking_request_holds_the_bike_day_and_count_it_names():
-    assert opening_slots("I want to rent two city bikes for Saturday.", BUSINESS, TUESDAY) == {
+    rental = BUSINESS.declared_tools["book_rental"]
+    assert arguments.from_request(rental, "I want to rent two city bikes for Saturday.", TUESDAY) == {
         "bike": "city bike", "day": "2026-12-05", "count": 2}
-    assert opening_slots("Can I book a bike?", BUSINESS, TUESDAY) == {}
-    assert words.bike("An electric one.", BUSINESS) == "electric bike"
+    assert arguments.from_request(rental, "Can I book a bike?", TUESDAY) == {}
+    assert arguments.from_request(rental, "I'd like to hire an e-bike on Friday.", TUESDAY) == {
+        "bike": "electric bike", "day": "2026-12-04"}
+    assert arguments.from_answer(rental, "bike", "An electric one.", TUESDAY) == "electric bike"
+    assert [arguments.from_answer(rental, "count", said, TUESDAY) for said in ("Just one.", "Two bikes.")] == [1, 2]
     assert words.day("tomorrow, please", TUESDAY) == date(2026, 12, 2)
-    assert (words.count("Just one."), words.count("Two bikes.")) == (1, 2)
     assert words.name("My name is Anna Lee.") == "Anna Lee"
     assert (words.yes_or_no("Yes, please."), words.yes_or_no("No, that's wrong."), words.yes_or_no("Hmm.")) == (True, False, None)
 
@@ -94,40 +93,6 @@ def test_a_number_said_after_the_bot_asked_for_one_is_the_order_number():
     assert r("Four five seven two.").arguments == {"order_number": "4572"}
 
 
-class _Booking:
-    """What the router sees of a booking in progress (agent/tools/booking.RentalBooking)."""
-
-    def __init__(self, step, opened_by=None):
-        self.step = step
-        self.opened_by = opened_by
-
-    def continues_request(self, text):
-        return self.opened_by is not None and text.startswith(self.opened_by) and text != self.opened_by
-
-    def route(self, text):
-        day = words.day(text, TUESDAY)
-        return ("choose_date", {"day": day.isoformat()}) if self.step == "choose_date" and day else None
-
-    def ask_again(self, text=""):
-        return "Sorry, I didn't catch that. Which day would you like it for?"
-
-
-def test_during_a_booking_the_step_is_answered_and_anything_else_asks_again():
-    r = router(_Booking("choose_date"))
-    assert r("On Saturday.").tool == "choose_date"
-    # A question the intents answer is answered; a person or a goodbye still works.
-    assert r("What time do you open on Saturday?").intent == "hours"
-    assert r("Can I talk to a person, please?").tool == "transfer_to_human"
-    assert r("Purple.").text.startswith("Sorry, I didn't catch that.")
-
-
-def test_the_request_that_opened_a_booking_gone_on_is_routed_again_whole():
-    r = router(_Booking("choose_bike", opened_by="I would like to rent two bikes for Saturday."))
-    assert r("A city bike.").text.startswith("Sorry, I didn't catch that.")  # the step's fake reads days only
-    again = r("I would like to rent two bikes for Saturday. And a child seat if you have one.")
-    assert (again.tool, again.arguments) == ("book_rental", {"day": "2026-12-05", "count": 2})
-
-
 @pytest.mark.parametrize("said, tool, named", [
     ("I would like to rent two bikes for Saturday. And a child seat if you have one.", "book_rental", "a child seat"),
     ("Where is my order 4572? And do you sell unicorns?", "lookup_order", "unicorns"),
@@ -157,17 +122,20 @@ def test_an_llm_is_told_the_businesss_tools_only():
     assert [s.name for s in schemas(fewer)] == ["end_call"]
 
 
-def test_a_tool_intent_needs_the_tool_and_a_booking_needs_its_flow(tmp_path):
-    text = (BUSINESS_PATH := __import__("agent.business.model", fromlist=["x"]).default_business_path()).read_text()
+def test_a_tool_intent_needs_the_tool_and_a_file_of_the_built_in_rental_is_told_to_declare_it(tmp_path):
+    text = default_business_path().read_text()
     no_tool = tmp_path / "no_tool.yaml"
-    no_tool.write_text(text.replace("tools: [lookup_order, book_rental, transfer_to_human, end_call]", "tools: [end_call]"))
+    no_tool.write_text(text.replace("tools:\n  - lookup_order\n", "tools:\n"))
     with pytest.raises(BusinessError, match="intents.order_status.tool"):
         load_business(no_tool)
-    no_flow = tmp_path / "no_flow.yaml"
-    no_flow.write_text(text.replace("  rental_booking:\n    initial_node: bike", "  other:\n    initial_node: bike"))
-    with pytest.raises(BusinessError, match="rental_booking"):
-        load_business(no_flow)
-    assert BUSINESS_PATH.exists()
+    built_in = tmp_path / "built_in.yaml"
+    built_in.write_text(text.replace("tools:\n  - lookup_order\n", "tools:\n  - lookup_order\n  - book_rental\n"))
+    with pytest.raises(BusinessError, match="'book_rental' is no longer built in: declare it as a tool with store: bookings"):
+        load_business(built_in)
+    with_flows = tmp_path / "with_flows.yaml"
+    with_flows.write_text(text + "flows:\n  rental_booking: {initial_node: bike, nodes: {}}\n")
+    with pytest.raises(BusinessError, match="flows: not a field a business file has .*docs/business-tools.md"):
+        load_business(with_flows)
 
 
 async def test_two_calls_book_and_look_up_at_once_in_one_store(tmp_path):
@@ -176,31 +144,17 @@ async def test_two_calls_book_and_look_up_at_once_in_one_store(tmp_path):
     await store.start()  # a restart seeds nothing twice
     try:
         ids = await asyncio.gather(*[
-            store.book_rental(bike="city bike", day=date(2026, 12, 5), count=n, name=f"caller {n}", call_id=f"CA{n}")
+            store.book("book_rental", {"bike": "city bike", "day": "2026-12-05", "count": n, "name": f"caller {n}"},
+                       call_id=f"CA{n}")
             for n in range(1, 7)
         ], *[store.order("4572") for _ in range(6)])
         booked, looked_up = ids[:6], ids[6:]
         assert sorted(booked) == list(range(1, 7))
         assert {o.status for o in looked_up} == {"shipped"}
-        assert len(await store.rentals()) == 6
+        assert sorted(b.details["count"] for b in await store.bookings()) == list(range(1, 7))
         assert await store.order("0000") is None
     finally:
         await store.close()
-
-
-async def test_a_booking_the_store_can_not_write_is_not_said_to_be_booked():
-    business = load_business(None)
-    tools = CallTools(business, BrokenStore(), CallControl("CA1"))
-    flow_manager = SimpleNamespace(worker=SimpleNamespace(app_resources=tools), state={
-        "bike": "city bike", "day": "2026-12-05", "count": 2, "name": "Anna", "summary": "two city bikes"})
-    result, _ = await confirm_booking(flow_manager, confirmed=True)
-    assert result["booked"] == "failed" and "booking_id" not in flow_manager.state
-    # The flow's confirm step sends that result to a node that says nothing was booked.
-    confirm = business.flows["rental_booking"].nodes["confirm"]
-    [function] = confirm.functions
-    failed_node = function.transition_to.cases["failed"]
-    [said] = [a.text for a in business.flows["rental_booking"].nodes[failed_node].pre_actions]
-    assert "nothing is booked" in said and "person" in said
 
 
 def _call_started():

@@ -1,4 +1,4 @@
-"""The agent acts, over a real phone call: order lookups said and keyed, a filler, a booking flow,
+"""The agent acts, over a real phone call: order lookups said and keyed, a filler, the rental's form,
 a hand-over to a person through Twilio's REST API, and a goodbye that hangs up.
 
 Each call is ``agent/caller/twilio_caller.py`` (Twilio's Media Streams side, espeak-ng speech at
@@ -199,40 +199,46 @@ async def test_with_the_store_down_a_lookup_is_apologised_for_and_the_call_goes_
     assert kept["status"] == "completed" and kept["turns"][-1]["tool_calls"][0]["result"]["error"]
 
 
-# What the caller says at each step of the booking; the flow asks only what is still open.
-ANSWERS = {"choose_bike": "A city bike, please.", "choose_date": "On Saturday.", "choose_count": "Two bikes.",
-           "give_name": "My name is Anna.", "confirm_booking": "Yes, please."}
+# What the caller says at each step of the rental's form; it asks only what is still open.
+ANSWERS = {"give_bike": "A city bike, please.", "give_day": "On Saturday.", "give_count": "Two bikes.",
+           "give_name": "My name is Anna.", "confirm_book_rental": "Yes, please."}
 
 
 async def test_a_rental_is_booked_step_by_step_and_written_to_the_store(agent, tmp_path):
-    before = len(await agent.resources.store.rentals())
+    before = len(await agent.resources.store.bookings())
     async with serving(agent) as server:
         client = await dial(server, "CA1006")
         await say(client, "I would like to rent two city bikes for Saturday.", tmp_path, "request")
         [call] = server.calls
-        booking = call.tools.booking
-        await until(lambda: booking.step is not None, timeout=30)
+        form = call.tools.form
+        await until(lambda: form.step is not None, timeout=30)
         asked = []
         for turn in range(8):
             await wait_until_quiet(client)
-            if booking.flow_manager.current_node == "booked":
+            if form.flow_manager.current_node == "book_rental.done":
                 break
-            asked.append(booking.step)
-            await say(client, ANSWERS[booking.step], tmp_path, f"answer-{turn}")
-            await until(lambda: booking.flow_manager.current_node == "booked" or booking.step != asked[-1]
-                             or call.fast_path.hits[-1].intent == "booking:ask_again", timeout=30)
+            asked.append(form.step)
+            await say(client, ANSWERS[form.step], tmp_path, f"answer-{turn}")
+            await until(lambda: form.flow_manager.current_node == "book_rental.done" or form.step != asked[-1]
+                             or call.fast_path.hits[-1].intent == "form:ask_again", timeout=30)
         await client.hang_up()
 
-    assert booking.flow_manager.current_node == "booked", asked
+    assert form.flow_manager.current_node == "book_rental.done", asked
     # Steps the request already answered were not asked (tiny.en at 8 kHz may miss one of them).
-    assert "give_name" in asked and "confirm_booking" in asked and len(set(asked)) < len(ANSWERS)
-    rentals = await agent.resources.store.rentals()
-    assert len(rentals) == before + 1
-    rental = rentals[-1]
+    assert "give_name" in asked and "confirm_book_rental" in asked and len(set(asked)) < len(ANSWERS)
+    bookings = await agent.resources.store.bookings()
+    assert len(bookings) == before + 1
+    booking = bookings[-1]
     now = datetime.now(agent.config.business_definition.zone).date()
-    assert (rental.bike, rental.count, rental.day) == ("city bike", 2, now + timedelta(days=(5 - now.weekday()) % 7))
-    assert rental.name and rental.call_id == "CA1006"
-    assert booking.flow_manager.state["booking_id"] == rental.id
+    saturday = now + timedelta(days=(5 - now.weekday()) % 7)
+    assert booking.tool == "book_rental" and booking.call_id == "CA1006"
+    assert {k: booking.details[k] for k in ("bike", "count", "day")} == {"bike": "city bike", "count": 2,
+                                                                          "day": saturday.isoformat()}
+    assert booking.details["name"]
+    [made] = [c for c in call.tools.calls if c["name"] == "book_rental" and "store" in c]
+    assert made["result"]["response"] == {"booking_id": booking.id}
+    assert any("2 city bikes on Saturday" in t.get("bot_text", "") and f"booking number {booking.id}" in t["bot_text"]
+               for t in call.latency.turns), [t.get("bot_text") for t in call.latency.turns]
 
 
 async def test_asking_for_a_person_hands_the_call_to_the_transfer_number_after_saying_so(agent, twilio_rest, tmp_path):

@@ -127,7 +127,7 @@ def test_a_question_about_a_task_is_answered_and_does_not_start_it(embedder):
     router = router_for(BIKES, embedder)
     answer = router("What do you need from me to hire a bike?")
     assert answer.tool is None and "photo ID" in answer.text
-    assert router.tools.booking is None or router.tools.booking.step is None
+    assert router.tools.form is None or router.tools.form.step is None
     # A request still starts it.
     assert router("I'd like to rent a city bike for Saturday.").tool == "book_rental"
 

@@ -178,7 +178,7 @@ async def run_faq(*, llm: str, turns: int | None, log, business: str | None = No
         # What the second opinion heard again over the calls (Brisk's side; stock has its own Whisper).
         reviews = {k: v for k, v in (counted - before).items() if k.startswith("review")}
         tasks = llm_tools = None
-        if {"lookup_order", "book_rental"} <= set(config.business_definition.tools):
+        if {"lookup_order", "book_rental"} <= set(config.business_definition.tool_names):
             # The task scenarios are the shipped shop's (an order, a rental): a business with those tools.
             log("faq: task scenarios (tools and the booking flow) ...")
             tasks = await run_tasks(rig.sides["brisk"], runtime.resources.store, log)

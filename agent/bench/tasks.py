@@ -7,7 +7,7 @@ is tested over the Twilio WebSocket in tests/test_tools_e2e.py):
 
 - ``order-spoken``: "Where is my order number four five seven two?"
 - ``order-keyed``: "I want to check on my order.", then 4572# on the keypad;
-- ``booking``: "I would like to rent two city bikes for Saturday.", then whatever the flow asks;
+- ``booking``: "I would like to rent two city bikes for Saturday.", then whatever the form asks;
 - ``person``: "Can I talk to a person, please?"
 
 A scenario succeeds when its tool did the job (the order found and read back, the rental in the
@@ -33,9 +33,9 @@ from pipecat.frames.frames import InputDTMFFrame
 from agent.bench.corpus import render, spoken
 from agent.caller.aiortc_caller import WavMicrophone, WebRTCCaller
 
-# What the caller answers at each step of the booking flow.
-BOOKING_ANSWERS = {"choose_bike": "A city bike, please.", "choose_date": "On Saturday.", "choose_count": "Two bikes.",
-                   "give_name": "My name is Anna.", "confirm_booking": "Yes, please."}
+# What the caller answers at each step of the rental's form (agent/tools/form.py).
+BOOKING_ANSWERS = {"give_bike": "A city bike, please.", "give_day": "On Saturday.", "give_count": "Two bikes.",
+                   "give_name": "My name is Anna.", "confirm_book_rental": "Yes, please."}
 QUIET_S = 1.5
 KEY_GAP_S = 0.15
 
@@ -72,7 +72,7 @@ async def run_task(side, task: Task, store) -> dict:
     await caller.connect(mic)
     call = side.app.state.calls.calls.get(caller.pc_id)
     task_of_call = side.app.state.calls.tasks.get(caller.pc_id)
-    rentals_before = len(await store.rentals())
+    bookings_before = len(await store.bookings())
     ends = []
     try:
         ends.append(await _say(mic, caller, task.id, task.voice, task.opening, 0))
@@ -82,11 +82,11 @@ async def run_task(side, task: Task, store) -> dict:
                 await asyncio.sleep(KEY_GAP_S)
             ends.append(time.monotonic())
             await caller.wait_until_quiet(ends[-1], quiet_secs=QUIET_S, max_secs=30)
-        booking = call.tools.booking
+        form = call.tools.form
         for n in range(1, 9):
-            if task.id != "booking" or booking.step is None:
+            if task.id != "booking" or form.step is None:
                 break
-            ends.append(await _say(mic, caller, task.id, task.voice, BOOKING_ANSWERS[booking.step], n))
+            ends.append(await _say(mic, caller, task.id, task.voice, BOOKING_ANSWERS[form.step], n))
     finally:
         await caller.close()
         if task_of_call is not None:
@@ -98,7 +98,7 @@ async def run_task(side, task: Task, store) -> dict:
     success = {
         "order-spoken": bool(found) and found[0]["result"]["order_number"] == "4572" and "4 5 7 2" in said,
         "order-keyed": bool(found) and found[0]["result"]["order_number"] == "4572" and "4 5 7 2" in said,
-        "booking": len(await store.rentals()) == rentals_before + 1,
+        "booking": len(await store.bookings()) == bookings_before + 1,
         "person": call.control.outcome == "transferred",
     }[task.id]
     v2v = [round((first - end) * 1000, 1) for end in ends if (first := caller.first_audible_after(end)) is not None]

@@ -15,10 +15,9 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pipecat.flows import FlowConfig
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.business.tool_spec import HttpTool, McpServer
+from agent.business.tool_spec import DeclaredTool, McpServer
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -88,9 +87,12 @@ class Intent(BaseModel):
 
 
 # The tools Brisk has code for (agent/tools/); a business file chooses which its callers get,
-# and may declare its own HTTP tools beside them (agent/business/tool_spec.py).
-Tool = Literal["lookup_order", "book_rental", "transfer_to_human", "end_call"]
+# and may declare its own beside them (agent/business/tool_spec.py).
+Tool = Literal["lookup_order", "transfer_to_human", "end_call"]
 BUILT_IN_TOOLS = Tool.__args__
+# Built-in once, now declared in the file: a file that lists one by name is told how to declare it.
+DECLARED_NOW = {"book_rental": "declare it as a tool with store: bookings (docs/business-tools.md, "
+                               "'A booking Brisk keeps'; the bike shop's file has one)"}
 
 
 class Business(BaseModel):
@@ -126,16 +128,13 @@ class Business(BaseModel):
     stt_prompt: str | None = Field(
         None, description="What Whisper is told callers talk about, as a sentence; unset = made from the facts."
     )
-    tools: list[Tool | HttpTool] = Field(
+    tools: list[Tool | DeclaredTool] = Field(
         default_factory=list,
-        description="What the bot may do for a caller: lookup_order, book_rental, transfer_to_human, end_call, "
-        "and the business's own HTTP tools (a mapping: name, description, parameters, http, response, say).",
+        description="What the bot may do for a caller: lookup_order, transfer_to_human, end_call, and the business's "
+        "own tools (a mapping: name, description, parameters, http or store, say; docs/business-tools.md).",
     )
     mcp_servers: dict[str, McpServer] = Field(
         default_factory=dict, description="The business's MCP servers by a name of its own: a command or a url, and the tools used.")
-    flows: dict[str, FlowConfig] = Field(
-        default_factory=dict, description="Multi-step tasks as pipecat Flows configs (rental_booking: book_rental's steps)."
-    )
     filler: str = Field("Let me check that.", min_length=1, description="Said once when a tool turn is slow.")
     goodbye: str = Field("Thank you for calling. Goodbye!", min_length=1, description="Said before the bot ends a call.")
     still_there: str = Field("Are you still there?", min_length=1, description="Asked once when the caller goes quiet.")
@@ -183,11 +182,13 @@ class Business(BaseModel):
         seen, checked = set(), []
         for index, tool in enumerate(value):
             name = tool.get("name") if isinstance(tool, dict) else tool
+            if isinstance(tool, str) and tool in DECLARED_NOW:
+                raise ValueError(f"{tool!r} is no longer built in: {DECLARED_NOW[tool]}")
             if isinstance(tool, dict):
                 if name in BUILT_IN_TOOLS:
                     raise ValueError(f"{name!r} is a built-in tool: list it by name, or give yours another name")
                 try:
-                    tool = HttpTool.model_validate(tool)
+                    tool = DeclaredTool.model_validate(tool)
                 except ValidationError as error:
                     first = error.errors()[0]
                     where = ".".join(str(part) for part in first["loc"])
@@ -212,15 +213,13 @@ class Business(BaseModel):
         for name, intent in self.intents.items():
             if intent.tool is not None and intent.tool not in named:
                 raise ValueError(f"intents.{name}.tool: {intent.tool!r} is not one of this file's tools {self.tool_names}")
-        if "book_rental" in self.tools and "rental_booking" not in self.flows:
-            raise ValueError("tools: book_rental needs the flow flows.rental_booking (its steps)")
         return self
 
     # Properties, not cached: model_copy(update=...) would carry a cached value over stale, and
     # a handful of tools is microseconds to walk.
     @property
     def _listed_tool_names(self) -> list[str]:
-        return [tool.name if isinstance(tool, HttpTool) else tool for tool in self.tools]
+        return [tool.name if isinstance(tool, DeclaredTool) else tool for tool in self.tools]
 
     @property
     def tool_names(self) -> list[str]:
@@ -233,9 +232,14 @@ class Business(BaseModel):
         return {tool: name for name, server in self.mcp_servers.items() for tool in server.tools}
 
     @property
-    def http_tools(self) -> dict[str, HttpTool]:
-        """The business's own tools, by name."""
-        return {tool.name: tool for tool in self.tools if isinstance(tool, HttpTool)}
+    def declared_tools(self) -> dict[str, DeclaredTool]:
+        """The business's own tools (its file declares them), by name."""
+        return {tool.name: tool for tool in self.tools if isinstance(tool, DeclaredTool)}
+
+    @property
+    def http_tools(self) -> dict[str, DeclaredTool]:
+        """Those of its own tools that call its API, by name."""
+        return {name: tool for name, tool in self.declared_tools.items() if tool.http is not None}
 
     @property
     def zone(self) -> ZoneInfo:
@@ -280,4 +284,6 @@ def load_business(path: Path | str | None = None) -> Business:
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "not a field a business file has"
+            if field == "flows":
+                message += " (a booking's steps are its tool's form now: docs/business-tools.md)"
         raise BusinessError(f"business file {path}: {field}: {message}") from None

@@ -1,7 +1,8 @@
-"""A tool the business declares in its file: a call to its own HTTP API (``tools:`` entries that
-are mappings, beside the built-in names), or the tools of its MCP servers (``mcp_servers:``).
+"""A tool the business declares in its file (``tools:`` entries that are mappings, beside the
+built-in names): a call to its own HTTP API, or a booking Brisk keeps in its own database; and the
+tools of its MCP servers (``mcp_servers:``).
 
-Consumes the YAML mapping of one tool; returns an ``HttpTool``, or raises ``ValueError`` naming
+Consumes the YAML mapping of one tool; returns a ``DeclaredTool``, or raises ``ValueError`` naming
 the field that is wrong, which ``load_business`` turns into a start-up error:
 
 - ``parameters``: the arguments' JSON Schema (checked as one, draft 2020-12): an object whose
@@ -11,12 +12,15 @@ the field that is wrong, which ``load_business`` turns into a start-up error:
   and its ``format`` (``date``, ``time``, ``weekday``, ``phone``, ``name``), or without a format
   its name (``day``, ``date``, ``time``, ``phone``, ``name``). A day with ``open_days_only`` must
   be one the business is open (its ``hours``): a closed day is refused and asked again.
-- ``http``: where the request goes. ``${VAR}`` in the URL or a header is read from the
+- ``http``: where the request goes (agent/tools/http_tool.py); or ``store: bookings``: Brisk
+  writes the call's arguments as a booking in its own database (agent/tools/booking.py), and
+  ``say`` may name the ``{booking_id}`` it gets. ``${VAR}`` in the URL or a header is read from the
   environment when the request is made; a variable that is not set stops start-up (``${VAR:-x}``
   gives a default).
 - ``response``: the JSON Schema of the API's reply; ``say`` is a template over its fields
   (``{message}``, ``{slot.time}``) and the arguments, and every field it names must be declared
-  there, so a typo stops start-up rather than a call.
+  there, so a typo stops start-up rather than a call. ``failed`` is said instead of the
+  business's ``tool_failed_text`` when the tool fails.
 """
 
 from __future__ import annotations
@@ -65,6 +69,23 @@ def template_fields(template: str) -> list[str]:
                              "or names joined by dots ({slot.time})")
         fields.append(field)
     return fields
+
+
+class _Fields(string.Formatter):
+    """A template's fields from values, dotted names walked through nested objects ({slot.time})."""
+
+    def get_field(self, field_name, args, kwargs):
+        value = kwargs
+        for part in field_name.split("."):
+            if not isinstance(value, dict) or part not in value or value[part] is None:
+                raise KeyError(field_name)
+            value = value[part]
+        return value, field_name
+
+
+def fill(template: str, values: dict) -> str:
+    """``template`` with its fields from ``values``; raises KeyError naming a field it lacks."""
+    return _Fields().format(template, **values)
 
 
 def _declared(schema: dict, path: str) -> bool:
@@ -170,18 +191,26 @@ class McpServer(BaseModel):
         return self
 
 
-class HttpTool(BaseModel):
-    """A tool that calls the business's API; see the module docstring."""
+# What a ``store`` tool's reply holds, for its ``say``.
+STORE_REPLIES = {"bookings": {"type": "object", "properties": {"booking_id": {"type": "integer"}}}}
+
+
+class DeclaredTool(BaseModel):
+    """A tool the business file declares; see the module docstring."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(description="The function's name, as an intent's tool names it (lower case, digits, _).")
     description: str = Field(min_length=1, description="What it does, as an LLM that calls tools is told.")
     parameters: dict = Field(default_factory=lambda: {"type": "object", "properties": {}},
                              description="The arguments' JSON Schema (type: object).")
-    http: HttpRequest
+    http: HttpRequest | None = Field(None, description="The request to the business's API (or store).")
+    store: Literal["bookings"] | None = Field(
+        None, description="bookings: Brisk writes the arguments as a booking in its own database (or http).")
     response: dict = Field(default_factory=lambda: {"type": "object", "properties": {}},
                            description="The JSON Schema of the API's reply: the fields `say` may use.")
     say: str = Field(min_length=1, description="What the caller hears: a template over the reply's fields and the arguments.")
+    failed: str | None = Field(
+        None, min_length=1, description="Said when it fails (a template over the arguments); unset = tool_failed_text.")
     changes: bool = Field(False, description="It changes something (a booking): the caller confirms the details before it runs.")
     confirm: str | None = Field(
         None, min_length=1,
@@ -218,19 +247,34 @@ class HttpTool(BaseModel):
         return _object_schema(value)
 
     @model_validator(mode="after")
-    def _say_fields_declared(self) -> "HttpTool":
-        for field in template_fields(self.say):
-            if not (_declared(self.response, field) or _declared(self.parameters, field)):
-                raise ValueError(f"say: {{{field}}} is neither a property of response nor an argument "
-                                 "(declare the reply's fields under response.properties)")
+    def _one_way_to_run(self) -> "DeclaredTool":
+        if (self.http is None) == (self.store is None):
+            raise ValueError("a tool has either http (its API) or store (a booking Brisk keeps), not both or neither")
+        if self.store and self.response.get("properties"):
+            raise ValueError(f"response: a store tool's reply is Brisk's own ({', '.join(self.reply['properties'])})")
         return self
 
     @model_validator(mode="after")
-    def _confirm_fields_declared(self) -> "HttpTool":
-        for field in template_fields(self.confirm or ""):
-            if not _declared(self.parameters, field):
-                raise ValueError(f"confirm: {{{field}}} is not an argument of the tool")
+    def _say_fields_declared(self) -> "DeclaredTool":
+        for field in template_fields(self.say):
+            if not (_declared(self.reply, field) or _declared(self.parameters, field)):
+                where = (f"what store: {self.store} gives ({', '.join(self.reply['properties'])})" if self.store
+                         else "a property of response (declare the reply's fields under response.properties)")
+                raise ValueError(f"say: {{{field}}} is neither an argument nor {where}")
         return self
+
+    @model_validator(mode="after")
+    def _argument_templates(self) -> "DeclaredTool":
+        for name, template in (("confirm", self.confirm), ("failed", self.failed)):
+            for field in template_fields(template or ""):
+                if not _declared(self.parameters, field):
+                    raise ValueError(f"{name}: {{{field}}} is not an argument of the tool")
+        return self
+
+    @property
+    def reply(self) -> dict:
+        """The JSON Schema of what the tool gives back: the API's ``response``, or the store's."""
+        return STORE_REPLIES[self.store] if self.store else self.response
 
     @property
     def required(self) -> list[str]:

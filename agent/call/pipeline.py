@@ -14,7 +14,7 @@ the server; a developer's own builder (docs/extending.md) or the benchmark's bas
                                                      (observer: processors/observers/latency.py)
 
 Each call also gets its ``CallTools`` (the tools' state, pipecat's ``app_resources``), a ``FlowManager`` for
-the booking flow and the business tools' forms, and the quiet-caller prompts (agent/call/conversation.py).
+the business tools' forms (a booking among them), and the quiet-caller prompts (agent/call/conversation.py).
 
 Transports are made next to their routes (agent/transports/).
 
@@ -50,7 +50,6 @@ from agent.call.conversation import IdleCaller, greeting_frames
 from agent.call.own_stages import own_stage
 from agent.records.recorder import CallRecorder
 from agent.call.turn_taking import make_continuation, make_dtmf, make_turn_strategies
-from agent.tools.booking import RentalBooking
 from agent.tools.form import Form
 from agent.tools.mcp_tools import McpCalls
 from agent.tools.functions import CallTools, register_tools, tools_schema
@@ -94,7 +93,7 @@ class Call:
     barge_in: BargeIn | None = None  # brisk: its interruptions, backchannels, what was played
     fast_path: FastPathResponder | None = None  # brisk: the questions answered without the LLM
     control: CallControl | None = None  # what the conversation may do to the call (hand over, hang up)
-    tools: CallTools | None = None  # brisk: the tool handlers' state (calls made, the booking)
+    tools: CallTools | None = None  # brisk: the tool handlers' state (calls made, the form)
     filler: ToolFiller | None = None  # brisk: fillers said on slow tool turns
     idle: IdleCaller | None = None  # the quiet-caller prompts
     greeting: asyncio.Task | None = None  # queueing the greeting, held so the loop keeps it
@@ -246,13 +245,10 @@ def build_call(
         async def close_mcp(_worker, _frame):
             await tools.mcp.close()  # the call's own MCP connections (a stdio server's process)
 
-    if "book_rental" in business.tools or business.http_tools:
-        # One flow manager per call: the booking and the forms each run their flow on it, one at a time.
+    if business.declared_tools or business.mcp_servers:
+        # One flow manager per call: each of the business's tools' forms runs its flow on it, one at a time.
         flow_manager = FlowManager(worker=worker, llm=llm, context_aggregator=aggregators, transport=transport)
-        if "book_rental" in business.tools:
-            tools.booking = RentalBooking(flow_manager, business.flows["rental_booking"], tools)
-        if business.http_tools:
-            tools.form = Form(flow_manager, tools)
+        tools.form = Form(flow_manager, tools)
     logger.info(f"assembled a call: tts={config.tts_engine}, llm={resources.llm_model}")
     built = Call(
         worker=worker,

@@ -25,7 +25,7 @@ class Resources:
     whisper_scheduler: object | None = None  # processors.stt.whisper_scheduler.WhisperScheduler, shared by every call
     hibari_voice: object | None = None  # processors.tts.hibari_tts voice, when tts_engine == "hibari"
     phrase_cache: object | None = None  # processors.tts.phrase_cache.PhraseCache for that voice (brisk calls only)
-    store: object | None = None  # agent.tools.store.ShopStore: the orders and rentals the tools use
+    store: object | None = None  # agent.tools.store.ShopStore: the orders and bookings the tools use
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     api: object | None = None  # agent.tools.http_tool.BusinessApi: the business file's HTTP tools' requests
     mcp_tools: dict = field(default_factory=dict)  # agent.tools.mcp_tools.McpTool by name, found at start-up

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 
-from agent.business.tool_spec import HttpTool
+from agent.business.tool_spec import DeclaredTool, fill
 from agent.business.words import numbers_as_digits, same_word
 from agent.tools import words
 from processors.turns.comparison_form import comparison_words
@@ -31,7 +31,7 @@ _NUMBER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(?![\d.])")
 _NEAR = 2  # a number belongs to an argument when one of the argument's words is this close after it
 
 
-def from_request(tool: HttpTool, text: str, now: datetime) -> dict:
+def from_request(tool: DeclaredTool, text: str, now: datetime) -> dict:
     """What a whole request says of each of ``tool``'s arguments (see the module docstring)."""
     found = {}
     for name in tool.parameters.get("properties", {}):
@@ -41,12 +41,12 @@ def from_request(tool: HttpTool, text: str, now: datetime) -> dict:
     return found
 
 
-def from_answer(tool: HttpTool, name: str, text: str, now: datetime):
+def from_answer(tool: DeclaredTool, name: str, text: str, now: datetime):
     """The argument ``name`` as the answer to its own question says it, or None."""
     return read(tool, name, text, now, alone=True)
 
 
-def read(tool: HttpTool, name: str, text: str, now: datetime, *, alone: bool):
+def read(tool: DeclaredTool, name: str, text: str, now: datetime, *, alone: bool):
     """One argument's value in ``text``; ``alone``: the words answer its own question."""
     kind = tool.argument_kind(name)
     prop = tool.parameters["properties"][name]
@@ -87,11 +87,11 @@ def _keyed(kind: str, digits: str):
     return None
 
 
-def _only_number_argument(tool: HttpTool, name: str) -> bool:
+def _only_number_argument(tool: DeclaredTool, name: str) -> bool:
     return [n for n in tool.parameters["properties"] if tool.argument_kind(n) in ("integer", "number")] == [name]
 
 
-def _number(tool: HttpTool, text: str, name: str, prop: dict, kind: str, alone: bool):
+def _number(tool: DeclaredTool, text: str, name: str, prop: dict, kind: str, alone: bool):
     said = _TIME.sub(" ", _NOT_A_COUNT.sub(" ", numbers_as_digits(text)))
     tokens = re.findall(r"\d+(?:\.\d+)?|\w+", said)
     numbers = [(i, t) for i, t in enumerate(tokens) if _NUMBER.fullmatch(t)]
@@ -120,11 +120,28 @@ def _number(tool: HttpTool, text: str, name: str, prop: dict, kind: str, alone: 
     return value
 
 
+_INITIALED = re.compile(r"\b([a-z])-([a-z]+)\b", re.I)
+
+
+def _initials_spelled(text: str, options: list[str]) -> str:
+    """"an e-bike" -> "an electric bike" when an option says so: a letter and a hyphen stand for
+    an option's word that starts with that letter, followed by the same word ("e-scooter")."""
+    def spelled(match: re.Match) -> str:
+        letter, rest = match.group(1).lower(), match.group(2).lower()
+        for option in options:
+            said = comparison_words(option)
+            for first, second in zip(said, said[1:]):
+                if first.startswith(letter) and len(first) > 1 and same_word(second, rest):
+                    return f"{first} {second}"
+        return match.group(0)
+    return _INITIALED.sub(spelled, text)
+
+
 def _choice(text: str, enum: list) -> str | None:
     """The one option of ``enum`` the words name: by a word of its own, one it shares with no other
     option ("an electric one" of "city bike" and "electric bike"; "the boiler" of "boiler
     service"); of two named, the one with more of its words ("a large pizza", not "pizza")."""
-    said = comparison_words(text)
+    said = comparison_words(_initials_spelled(text, [str(option) for option in enum]))
     words_of = {option: set(comparison_words(str(option))) for option in enum}
     hits = []
     for option, own in words_of.items():
@@ -181,7 +198,42 @@ def weekday_of(tool, name: str, value) -> str | None:
     return None
 
 
-def spoken(tool: HttpTool, name: str, value) -> str:
+_COUNTED = re.compile(r"\{(\w+)\}(\s+)\{(\w+)\}")
+
+
+def plural(noun: str) -> str:
+    """English plural of a phrase's head word: its last word, or the word before "of" ("city bike"
+    -> "city bikes", "glass of wine" -> "glasses of wine", "boiler service" -> "boiler services");
+    irregular plurals are not known."""
+    head, of, rest = noun.partition(" of ")
+    if re.search(r"(?:s|x|z|ch|sh)$", head):
+        head = f"{head}es"
+    elif re.search(r"[^aeiou]y$", head):
+        head = f"{head[:-1]}ies"
+    else:
+        head = f"{head}s"
+    return f"{head}{of}{rest}"
+
+
+def read_back(tool: DeclaredTool, template: str, values: dict, reply: dict | None = None) -> str:
+    """``template`` filled with the arguments as they are said (``spoken``) and the ``reply``'s fields.
+
+    A count agrees with what it counts: in "{count} {bike}", a count other than one says the
+    bike in the plural ("2 city bikes"). Raises KeyError naming a field it has no value for."""
+    said = {name: spoken(tool, name, value) for name, value in values.items()}
+
+    def counted(match: re.Match) -> str:
+        number, noun = match.group(1), match.group(3)
+        how_many = values.get(number)
+        if (number in tool.parameters.get("properties", {}) and tool.argument_kind(number) in ("integer", "number")
+                and isinstance(how_many, (int, float)) and how_many != 1 and isinstance(values.get(noun), str)
+                and tool.argument_kind(noun) in ("choice", "text")):
+            return "{%s}%s%s" % (number, match.group(2), plural(said[noun]).replace("{", "{{").replace("}", "}}"))
+        return match.group(0)
+    return fill(_COUNTED.sub(counted, template), {**said, **(reply or {})})
+
+
+def spoken(tool: DeclaredTool, name: str, value) -> str:
     """An argument's value as it is read back to the caller ("thursday" -> "Thursday", "19:30" -> "7:30 pm")."""
     kind = tool.argument_kind(name)
     if kind == "weekday":

@@ -1,14 +1,14 @@
 """A form: what a business tool still needs, asked one thing at a time, read back, then the tool run.
 
 A pipecat Flow built from the tool's declaration in the business file (agent/business/tool_spec.py),
-not written per business. ``start`` opens it when a call of the tool lacks a required argument,
+not written per business: the bike shop's rental booking is one, as is the plumber's visit. ``start`` opens it when a call of the tool lacks a required argument,
 or is of a tool that ``changes`` something: one node per missing argument asks the property's
 ``ask`` and waits for its ``give_<argument>`` function; a tool that changes something then reads
 the arguments back (its ``confirm`` template) and waits for ``confirm_<tool>``; then the tool runs
-(agent/tools/http_tool.py) and its reply, or the business's ``tool_failed_text``, is said.
+(its API, agent/tools/http_tool.py, or a booking Brisk keeps, agent/tools/booking.py) and its
+reply, or the tool's ``failed`` line (the business's ``tool_failed_text``), is said.
 
-As with the rental booking (agent/tools/booking.py), the embedded LLM does not call functions
-reliably, so ``route`` reads each answer from the caller's words (agent/tools/arguments.py) and
+The embedded LLM does not call functions reliably (docs/benchmarks.md, the agent acting), so ``route`` reads each answer from the caller's words (agent/tools/arguments.py) and
 the fast path runs the step's function through pipecat's function calling; an LLM that calls
 tools well calls the same functions. The caller is never trapped (agent/tools/router.py): a
 question is answered and the step asked again, "never mind" (``leaves``) or another request
@@ -24,9 +24,8 @@ import re
 from loguru import logger
 from pipecat.flows import FlowManager, FlowsFunctionSchema, NodeConfig
 
-from agent.business.tool_spec import HttpTool, llm_property
+from agent.business.tool_spec import DeclaredTool, llm_property
 from agent.tools import arguments, words
-from agent.tools.http_tool import fill
 from agent.tools.spoken_steps import SAY, speak_steps
 from processors.turns.comparison_form import comparison_words
 
@@ -42,7 +41,7 @@ class Form:
     def __init__(self, flow_manager: FlowManager, tools):
         self.flow_manager = flow_manager
         self._tools = tools  # agent.tools.functions.CallTools
-        self.tool: HttpTool | None = None
+        self.tool: DeclaredTool | None = None
         self.arguments: dict = {}
         self._confirmed = False
         self._open = False
@@ -71,7 +70,7 @@ class Form:
 
     # --- opening and leaving ----------------------------------------------------------
 
-    async def start(self, tool: HttpTool, given: dict, request: str = "") -> None:
+    async def start(self, tool: DeclaredTool, given: dict, request: str = "") -> None:
         """Open the form for ``tool`` with what the caller already ``given``, at the first thing left to ask."""
         self.tool, self.arguments, self._confirmed, self._open = tool, dict(given), False, True
         self._nodes = {}
@@ -174,12 +173,12 @@ class Form:
 
     def _confirm_node(self) -> NodeConfig:
         tool = self.tool
-        spoken = {name: arguments.spoken(tool, name, value) for name, value in self.arguments.items()}
         if tool.confirm:
             blanks = {name: "" for name in tool.parameters.get("properties", {})}
-            said = fill(tool.confirm, {**blanks, **spoken})
+            said = arguments.read_back(tool, tool.confirm, {**blanks, **self.arguments})
         else:
-            said = f"So that's {', '.join(spoken.values())}. Shall I go ahead?"
+            spoken = [arguments.spoken(tool, name, value) for name, value in self.arguments.items()]
+            said = f"So that's {', '.join(spoken)}. Shall I go ahead?"
         function = FlowsFunctionSchema(
             name=f"confirm_{tool.name}", description="Whether the caller said yes to the details as read back.",
             properties={"confirmed": {"type": "boolean"}}, required=["confirmed"], handler=self._confirm)
@@ -214,8 +213,8 @@ class Form:
         """Run the tool with the form's arguments; the node that says how it went."""
         tools, tool = self._tools, self.tool
         self._open = False
-        outcome = await tools.api.call(tool, self.arguments, call_id=tools.control.call_id)
-        tools.calls.append({"name": tool.name, "arguments": dict(self.arguments), "result": outcome.result(),
-                            "http": outcome.record()})
-        said = outcome.said if outcome.ok else tools.business.tool_failed_text
-        return self._node(f"{tool.name}.done", said, "The tool has run; answer any other question.")
+        outcome, kept = await tools.run(tool, self.arguments)
+        tools.calls.append({"name": tool.name, "arguments": dict(self.arguments), "result": outcome.result(), **kept})
+        return self._node(f"{tool.name}.{'done' if outcome.ok else 'failed'}", tools.heard(tool, outcome, self.arguments),
+                          "The tool has run; answer any other question." if outcome.ok
+                          else "The tool failed; nothing was done.")

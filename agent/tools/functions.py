@@ -1,8 +1,9 @@
 """The business's tools as pipecat functions: their schemas for the LLM, and their handlers.
 
 ``register_tools`` registers a handler on the call's LLM service for each tool the business
-file lists (``tools:``): the built-in ones here, and the business's own HTTP tools
-(agent/tools/http_tool.py); ``tools_schema`` is what an LLM that calls tools well is offered
+file lists (``tools:``): the built-in ones here, and the business's own declared tools (its API,
+agent/tools/http_tool.py, or a booking Brisk keeps, agent/tools/booking.py; asked for by a form,
+agent/tools/form.py); ``tools_schema`` is what an LLM that calls tools well is offered
 (``BRISK_LLM_TOOLS``). A handler gets the call's ``CallTools`` as pipecat's
 ``FunctionCallParams.app_resources``. A tool that fails (its store or API down, a bad reply)
 says the business's ``tool_failed_text`` and the call goes on.
@@ -35,9 +36,11 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallParams
 
 from agent.business.model import Business
-from agent.business.tool_spec import HttpTool
+from agent.business.tool_spec import DeclaredTool
 from agent.call.call_control import CallControl
 from agent.tools import words
+from agent.tools.arguments import read_back
+from agent.tools.booking import book
 from agent.tools.form import Form
 from agent.tools.http_tool import BusinessApi, Outcome
 from agent.tools.mcp_tools import McpCalls, McpTool
@@ -55,15 +58,39 @@ class CallTools:
     store: ShopStore | None
     control: CallControl
     clock: Callable[[], datetime] | None = None
-    booking: object | None = None  # agent.tools.booking.RentalBooking, once the worker exists
     api: BusinessApi | None = None  # the business's HTTP tools' sender, shared by every call
-    form: Form | None = None  # once the worker exists (a business with HTTP tools)
+    form: Form | None = None  # once the worker exists (a business with declared tools)
     mcp_tools: dict[str, McpTool] = field(default_factory=dict)  # found at start-up
     mcp: McpCalls | None = None  # this call's connections to the business's MCP servers
     calls: list[dict] = field(default_factory=list)  # each tool call: name, arguments, result (and http)
 
     def now(self) -> datetime:
         return (self.clock() if self.clock else datetime.now(self.business.zone)).astimezone(self.business.zone)
+
+    async def run(self, tool: DeclaredTool | McpTool, arguments: dict) -> tuple[Outcome, dict]:
+        """Run one of the business's own tools (declared, or its MCP server's): its outcome, and what
+        the call's record keeps of it (``http``: the request and reply; ``store``: the booking
+        written; ``mcp``: the server's call)."""
+        if isinstance(tool, McpTool):
+            outcome = await self.mcp.call(tool, arguments, call_id=self.control.call_id)
+            return outcome, {"mcp": outcome.record()}
+        if tool.http is None:
+            outcome = await book(self.store, tool, arguments, call_id=self.control.call_id)
+            return outcome, {"store": outcome.record()}
+        if self.api is None:
+            raise RuntimeError(f"the HTTP tool {tool.name} runs without the runtime's BusinessApi")
+        outcome = await self.api.call(tool, arguments, call_id=self.control.call_id)
+        return outcome, {"http": outcome.record()}
+
+    def heard(self, tool: DeclaredTool | McpTool, outcome: Outcome, arguments: dict) -> str:
+        """What the caller hears of a declared tool's ``outcome``: its reply, its ``failed`` line,
+        or the business's ``tool_failed_text``."""
+        if outcome.ok:
+            return outcome.said
+        try:
+            return read_back(tool, tool.failed, arguments) if tool.failed else self.business.tool_failed_text
+        except KeyError:  # an argument the line names was not given
+            return self.business.tool_failed_text
 
 
 def spaced(number: str) -> str:
@@ -131,13 +158,6 @@ async def lookup_order(params: FunctionCallParams) -> None:
     await _finish(params, result, order_sentence(order))
 
 
-async def book_rental(params: FunctionCallParams) -> None:
-    tools: CallTools = params.app_resources
-    slots = {k: v for k, v in params.arguments.items() if v not in (None, "", 0)}
-    await _finish(params, {"started": True, **slots})
-    await tools.booking.start(slots, request=last_user_words(params.context) if params.context else "")
-
-
 async def transfer_to_human(params: FunctionCallParams) -> None:
     tools: CallTools = params.app_resources
     control = tools.control
@@ -164,16 +184,10 @@ def _given(params: FunctionCallParams) -> dict:
     return {k: v for k, v in params.arguments.items() if v not in (None, "")}
 
 
-async def _tell(params: FunctionCallParams, outcome: Outcome, **kept) -> None:
-    """A business tool's outcome given back: its reply said, or ``tool_failed_text``."""
-    tools: CallTools = params.app_resources
-    await _finish(params, outcome.result(), outcome.said if outcome.ok else tools.business.tool_failed_text, **kept)
-
-
-async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
-    """One of the business's own tools: its API's reply said through the file's ``say``. A call
-    that lacks a required argument, or of a tool that changes something, opens the tool's form
-    (agent/tools/form.py), which asks, reads back and then runs it."""
+async def declared_tool(params: FunctionCallParams, tool: DeclaredTool | McpTool) -> None:
+    """One of the business's own tools: its reply said through the file's ``say`` (an MCP tool's:
+    its text). A call that lacks a required argument, or of a tool that changes something, opens
+    the tool's form (agent/tools/form.py), which asks, reads back and then runs it."""
     tools: CallTools = params.app_resources
     given = _given(params)
     missing = [name for name in tool.required if name not in given]
@@ -181,54 +195,39 @@ async def http_tool(params: FunctionCallParams, tool: HttpTool) -> None:
         await _finish(params, {"form": True, "asking": missing, **given})
         await tools.form.start(tool, given, request=last_user_words(params.context) if params.context else "")
         return
-    if tools.api is None:
-        raise RuntimeError(f"the HTTP tool {tool.name} runs without the runtime's BusinessApi")
-    outcome = await tools.api.call(tool, given, call_id=tools.control.call_id)
-    await _tell(params, outcome, http=outcome.record())
+    outcome, kept = await tools.run(tool, given)
+    await _finish(params, outcome.result(), tools.heard(tool, outcome, given), **kept)
 
 
 async def mcp_tool(params: FunctionCallParams, name: str) -> None:
-    """A tool of the business's MCP server: its text reply said; its failure, ``tool_failed_text``."""
+    """A tool of the business's MCP server, as found at start-up: as a declared tool's call."""
     tools: CallTools = params.app_resources
-    outcome = await tools.mcp.call(tools.mcp_tools[name], _given(params), call_id=tools.control.call_id)
-    await _tell(params, outcome, mcp=outcome.record())
+    await declared_tool(params, tools.mcp_tools[name])
 
 
-# Calls that do nothing lasting (a lookup, a booking's opening: its flow starts again from the
-# words): a turn the caller continued takes them back and is routed again whole
-# (processors/turns/turn_continuation.py).
-REDO_CALLS = frozenset({"lookup_order", "book_rental"})
+# Calls that do nothing lasting (a lookup): a turn the caller continued takes them back and is
+# routed again whole (processors/turns/turn_continuation.py).
+REDO_CALLS = frozenset({"lookup_order"})
 
 
 def redo_calls(business: Business) -> frozenset[str]:
-    """``REDO_CALLS`` and the business's HTTP tools: a call of one either reads (an availability
-    check) or opens its form, which asks before anything is changed. An MCP tool may change
-    anything, so its call is never taken back to be made again."""
-    return REDO_CALLS | frozenset(business.http_tools)
+    """``REDO_CALLS`` and the business's declared tools: a call of one either reads (an
+    availability check) or opens its form (a booking's opening: it starts again from the words),
+    which asks before anything is changed. An MCP tool may change anything, so its call is never
+    taken back to be made again."""
+    return REDO_CALLS | frozenset(business.declared_tools)
 
-HANDLERS = {"lookup_order": lookup_order, "book_rental": book_rental,
-            "transfer_to_human": transfer_to_human, "end_call": end_call}
+HANDLERS = {"lookup_order": lookup_order, "transfer_to_human": transfer_to_human, "end_call": end_call}
 
 
 def schemas(business: Business, mcp_tools: dict | None = None) -> list[FunctionSchema]:
     """The function schemas of the business's tools, as an LLM is told them (``mcp_tools``: its
     MCP servers' tools as found at start-up, agent/tools/mcp_tools.py)."""
-    bikes = words.bikes_of(business)
     known = {
         "lookup_order": FunctionSchema(
             name="lookup_order", description="Look up the status of the caller's online order by its order number.",
             properties={"order_number": {"type": "string", "description": "The order number, digits only."}},
             required=["order_number"],
-        ),
-        "book_rental": FunctionSchema(
-            name="book_rental",
-            description="Start booking a bike rental; pass whatever the caller already said, the rest is asked.",
-            properties={
-                "bike": {"type": "string", "enum": bikes, "description": "Which bike."},
-                "day": {"type": "string", "description": "The day, as YYYY-MM-DD."},
-                "count": {"type": "integer", "description": "How many bikes."},
-            },
-            required=[],
         ),
         "transfer_to_human": FunctionSchema(
             name="transfer_to_human", description="Put the caller through to a person.", properties={}, required=[]
@@ -239,7 +238,7 @@ def schemas(business: Business, mcp_tools: dict | None = None) -> list[FunctionS
     }
     own = {name: FunctionSchema(name=name, description=tool.description,
                                 properties=tool.llm_parameters().get("properties", {}), required=tool.required)
-           for name, tool in business.http_tools.items()}
+           for name, tool in business.declared_tools.items()}
     served = {name: FunctionSchema(name=name, description=tool.description, properties=tool.parameters["properties"],
                                    required=tool.required)
               for name, tool in (mcp_tools or {}).items()}
@@ -259,9 +258,9 @@ def register_tools(llm, business: Business) -> None:
     with ``cancel_on_interruption=False`` as an async tool and tells the LLM so in its system
     instruction, which would change the prompt's cached prefix."""
     for name in business.tool_names:
-        tool = business.http_tools.get(name)
+        tool = business.declared_tools.get(name)
         if tool is not None:
-            llm.register_function(name, functools.partial(http_tool, tool=tool))
+            llm.register_function(name, functools.partial(declared_tool, tool=tool))
         elif name in business.mcp_tool_servers:
             llm.register_function(name, functools.partial(mcp_tool, name=name))
         else:

@@ -1,6 +1,6 @@
 """A business's own HTTP tool, run: the request its file declares, signed, and the reply said.
 
-Consumes an ``HttpTool`` (agent/business/tool_spec.py) and the arguments of one call; sends
+Consumes a ``DeclaredTool`` with ``http`` (agent/business/tool_spec.py) and the arguments of one call; sends
 
     POST <url>                       (GET, DELETE: the arguments as query parameters instead)
     Content-Type: application/json
@@ -22,7 +22,6 @@ Measures each request's ``elapsed_ms``, in the outcome.
 from __future__ import annotations
 
 import json
-import string
 import time
 from dataclasses import dataclass, field
 
@@ -30,9 +29,9 @@ import httpx
 from jsonschema import Draft202012Validator
 from loguru import logger
 
-from agent.business.tool_spec import HttpTool, expand_env
+from agent.business.tool_spec import DeclaredTool, expand_env
 from agent.security.signing import HEADER, signature
-from agent.tools.arguments import spoken as arguments_spoken
+from agent.tools.arguments import read_back
 
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
@@ -66,23 +65,6 @@ class Outcome:
         return {**kept, **({"response": self.response} if self.ok else {"error": self.error})}
 
 
-class _Fields(string.Formatter):
-    """``say``'s fields from the reply, dotted names walked through nested objects ({slot.time})."""
-
-    def get_field(self, field_name, args, kwargs):
-        value = kwargs
-        for part in field_name.split("."):
-            if not isinstance(value, dict) or part not in value or value[part] is None:
-                raise KeyError(field_name)
-            value = value[part]
-        return value, field_name
-
-
-def fill(template: str, values: dict) -> str:
-    """``template`` with its fields from ``values``; raises KeyError naming a field it lacks."""
-    return _Fields().format(template, **values)
-
-
 class BusinessApi:
     """Sends the business's HTTP tools' requests; see the module docstring."""
 
@@ -90,7 +72,7 @@ class BusinessApi:
         self.secret = secret
         self.client = client or httpx.AsyncClient()
 
-    async def call(self, tool: HttpTool, arguments: dict, *, call_id: str = "") -> Outcome:
+    async def call(self, tool: DeclaredTool, arguments: dict, *, call_id: str = "") -> Outcome:
         """One request of ``tool``; logged here, once, whichever way it went."""
         outcome = await self._send(tool, arguments, call_id)
         if outcome.ok:
@@ -99,7 +81,7 @@ class BusinessApi:
             logger.warning(f"call {call_id}: tool {tool.name} failed: {outcome.error}")
         return outcome
 
-    async def _send(self, tool: HttpTool, arguments: dict, call_id: str) -> Outcome:
+    async def _send(self, tool: DeclaredTool, arguments: dict, call_id: str) -> Outcome:
         request = {"method": tool.http.method, "url": tool.http.url, "arguments": arguments}
         problems = sorted(Draft202012Validator(tool.parameters).iter_errors(arguments), key=lambda e: list(e.path))
         if problems:
@@ -116,11 +98,11 @@ class BusinessApi:
                                               params=params, headers=headers, timeout=tool.http.timeout_secs)
         except httpx.TimeoutException:
             return Outcome(None, error=f"no answer within {tool.http.timeout_secs:g} s", request=request,
-                           elapsed_ms=_since(started))
+                           elapsed_ms=elapsed_since(started))
         except httpx.HTTPError as error:
             return Outcome(None, error=f"the request failed: {type(error).__name__}: {error}", request=request,
-                           elapsed_ms=_since(started))
-        elapsed = _since(started)
+                           elapsed_ms=elapsed_since(started))
+        elapsed = elapsed_since(started)
         if reply.status_code >= 400:
             return Outcome(None, error=f"HTTP {reply.status_code}: {reply.text[:200]}", status=reply.status_code,
                            request=request, elapsed_ms=elapsed)
@@ -136,8 +118,7 @@ class BusinessApi:
                            f"{where or '(top)'}: {problem.message}", status=reply.status_code, request=request,
                            elapsed_ms=elapsed)
         try:
-            spoken = {name: arguments_spoken(tool, name, value) for name, value in arguments.items()}
-            said = fill(tool.say, {**spoken, **data} if isinstance(data, dict) else spoken)
+            said = read_back(tool, tool.say, arguments, data if isinstance(data, dict) else None)
         except (KeyError, ValueError, IndexError) as error:
             return Outcome(None, response=data, error=f"say cannot be filled: the reply has no {error}",
                            status=reply.status_code, request=request, elapsed_ms=elapsed)
@@ -151,5 +132,6 @@ def _query_value(value) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
-def _since(started: float) -> float:
+def elapsed_since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.monotonic()``), to a tenth."""
     return round((time.monotonic() - started) * 1000, 1)

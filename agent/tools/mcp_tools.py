@@ -3,7 +3,8 @@
 ``discover`` connects to each server once at start-up, checks that it offers every tool the file
 names, and keeps each tool's description and JSON Schema (``McpTool``): intents route to them, an
 LLM that calls tools is offered them, and their arguments are read from the caller's words as an
-HTTP tool's are (agent/tools/arguments.py). A server that cannot be reached, or lacks a tool,
+HTTP tool's are (agent/tools/arguments.py); what is missing is asked for by a form
+(agent/tools/form.py). A server that cannot be reached, or lacks a tool,
 stops start-up naming it.
 
 Each call then has its own connections (``McpCalls``: one ``MCPClient`` per server, opened at the
@@ -46,6 +47,12 @@ class McpTool:
     server: str
     description: str
     parameters: dict  # JSON Schema, type object
+    # As a declared tool has them, for its form (agent/tools/form.py): an MCP tool's required
+    # arguments the words do not give are asked for; it is not read back (its server says what
+    # it changes, not the file); its failure is tool_failed_text.
+    changes = False
+    confirm = None
+    failed = None
 
     @property
     def required(self) -> list[str]:

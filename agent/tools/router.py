@@ -4,18 +4,16 @@ Consumes the caller's words (a transcript, or the keypad's "DTMF: 4572#"); retur
 ``FastAnswer``: a fact answer from the intents, a tool to run with its arguments, or None
 for the LLM. In order:
 
-1. A booking in progress (agent/tools/booking.py): a question the intents answer is answered
-   (the step waits); words that answer its step run the step's function; anything else hears
-   the step's question again. Asking for a person or saying goodbye still works. The request
-   that opened the booking, continued after a pause, is a new request (3).
-   A business tool's form in progress (agent/tools/form.py) works the same way, and more: a
-   question is answered and the step's question said again after it (a short answer said as a
-   question, "Is Monday OK?", is the answer), "never mind" leaves the form, and so does a
-   request for another tool (which is then routed).
+1. A form in progress (agent/tools/form.py: a booking, or another of the business's tools
+   that asks before it runs): words that answer its step run the step's function; a question
+   the intents answer is answered and the step's question said again after it (a short answer
+   said as a question, "Is Monday OK?", is the answer); "never mind" leaves the form, and so
+   does another request (which is then routed); anything else hears the step's question again.
+   The request that opened the form, continued after a pause, is a new request (3).
 2. Keyed digits, or a number said right after the bot asked for an order number: the order.
 3. The business's intents: an answer template, or a tool with what the words hold for it
-   (an order number, the bike, day and count of a rental request). "Do you rent electric
-   bikes?" asks about the offer and is the LLM's, not a booking.
+   (an order number; a declared tool's arguments by their types, agent/tools/arguments.py).
+   "Do you rent electric bikes?" asks about the offer and is the LLM's, not a booking.
 4. Words of several sentences no intent matches whole, whose first is a tool's request and
    whose rest asks about something no fact holds ("... two bikes for Saturday. And a child
    seat if you have one."): the tool runs, after the caller is told that the rest is not known
@@ -29,7 +27,6 @@ import re
 
 from agent.business.intents import IntentMatcher, is_question, opens_a_question
 from agent.tools import arguments, words
-from agent.tools.booking import opening_slots
 from agent.tools.functions import CallTools
 from processors.fast_path import FastAnswer
 from processors.turns.comparison_form import comparison_words
@@ -67,9 +64,6 @@ _SHORT_YES = 6
 # question the file answers is a question, whatever day it names.
 _SHORT_ANSWER = 4
 
-# Intents that may cut into a booking in progress.
-_ANYTIME_TOOLS = ("transfer_to_human", "end_call")
-
 
 class ToolRouter:
     """The call's fast path: ``router(text) -> FastAnswer | None``."""
@@ -86,19 +80,6 @@ class ToolRouter:
         form = self.tools.form
         if form is not None and form.step is not None and not form.continues_request(text):
             return self._in_form(form, text, earlier)
-        booking = self.tools.booking
-        if booking is not None and booking.step is not None and not booking.continues_request(text):
-            # "What time do you open on Saturday?" is a question to answer, not the day to book.
-            asked = self.matcher(text) if opens_a_question(text) else None
-            if asked is not None and asked.tool is None and asked.intent != "unknown":
-                return asked
-            call = booking.route(text)
-            if call is not None:
-                return FastAnswer(f"booking:{call[0]}", "", tool=call[0], arguments=call[1])
-            answer = asked or self.matcher(text)
-            if answer is not None and answer.tool in _ANYTIME_TOOLS:
-                return answer
-            return FastAnswer("booking:ask_again", booking.ask_again(text))
         answer = self._request(text, earlier)
         if answer is None or answer.intent == "unknown" or answer.tool is not None:
             # "Where is my order 4572? And do you sell unicorns?" is mostly words the file lacks,
@@ -143,7 +124,7 @@ class ToolRouter:
         answer = self.matcher(text, earlier)
         if answer is None or answer.tool is None:
             return answer
-        if answer.tool == "book_rental" and _asks_about_the_offer(text):
+        if self._changes(answer.tool) and _asks_about_the_offer(text):
             return None  # "Do you rent electric bikes?" asks what the shop does: the LLM, with its facts
         return FastAnswer(answer.intent, "", tool=answer.tool, arguments=self._arguments(answer.tool, text))
 
@@ -166,6 +147,10 @@ class ToolRouter:
         return (words.yes_or_no(text) is True and not opens_a_question(text)
                 and len(comparison_words(text)) <= _SHORT_YES)
 
+    def _changes(self, tool: str) -> bool:
+        declared = self.tools.business.declared_tools.get(tool)
+        return declared is not None and declared.changes
+
     def _asked_for_order(self) -> bool:
         last = self.tools.calls[-1] if self.tools.calls else None
         return bool(last and last["name"] == "lookup_order" and not last["result"].get("found"))
@@ -173,9 +158,7 @@ class ToolRouter:
     def _arguments(self, tool: str, text: str) -> dict:
         if tool == "lookup_order":
             return {"order_number": words.order_number(text) or ""}
-        if tool == "book_rental":
-            return opening_slots(text, self.tools.business, self.tools.now())
-        own = self.tools.business.http_tools.get(tool) or self.tools.mcp_tools.get(tool)
+        own = self.tools.business.declared_tools.get(tool) or self.tools.mcp_tools.get(tool)
         if own is not None:
             return arguments.from_request(own, text, self.tools.now())
         return {}

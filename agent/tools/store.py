@@ -1,10 +1,12 @@
-"""The shop's own data the tools read and write: online orders and rental bookings.
+"""The business's data the tools read and write: online orders and the bookings Brisk keeps.
 
 One SQLite file under ``BRISK_DATA_DIR`` (WAL, so several calls read and write at once),
 through SQLAlchemy 2's asyncio engine on aiosqlite: shared by every call of the process, the
 one thing made for sharing here. The orders table is the demo's: seeded once with a few
-orders (``DEMO_ORDERS``) so ``lookup_order`` has something to find; a business points its
-own tools at its own systems.
+orders (``DEMO_ORDERS``) so ``lookup_order`` has something to find. A booking is what a
+tool declared with ``store: bookings`` was called with (agent/tools/booking.py): its name and its
+arguments as JSON, whatever the business asks for. A business points its other tools at its own
+systems.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Date, DateTime, Integer, String, func, select
+from sqlalchemy import JSON, Date, DateTime, Integer, String, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -34,14 +36,12 @@ class Order(Base):
     arrives_by: Mapped[date | None] = mapped_column(Date, nullable=True)
 
 
-class Rental(Base):
-    __tablename__ = "rentals"
+class Booking(Base):
+    __tablename__ = "bookings"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    bike: Mapped[str] = mapped_column(String(64))
-    day: Mapped[date] = mapped_column(Date)
-    count: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(200))
+    tool: Mapped[str] = mapped_column(String(64))  # the declared tool that made it (book_rental)
+    details: Mapped[dict] = mapped_column(JSON)  # its arguments: {"bike": "city bike", "day": "2026-12-05", ...}
     call_id: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=lambda: datetime.now(timezone.utc))
 
@@ -63,7 +63,7 @@ class OrderStatus:
 
 
 class ShopStore:
-    """The orders and rentals; ``await start()`` once per process, then share it."""
+    """The orders and bookings; ``await start()`` once per process, then share it."""
 
     def __init__(self, url: str):
         self.url = url
@@ -92,16 +92,17 @@ class ShopStore:
             row = await session.get(Order, number)
             return None if row is None else OrderStatus(row.number, row.item, row.status, row.updated_on, row.arrives_by)
 
-    async def book_rental(self, *, bike: str, day: date, count: int, name: str, call_id: str = "") -> int:
+    async def book(self, tool: str, details: dict, *, call_id: str = "") -> int:
+        """Write a booking; its id."""
         async with self._sessions() as session, session.begin():
-            rental = Rental(bike=bike, day=day, count=count, name=name, call_id=call_id)
-            session.add(rental)
+            booking = Booking(tool=tool, details=details, call_id=call_id)
+            session.add(booking)
             await session.flush()
-            return rental.id
+            return booking.id
 
-    async def rentals(self) -> list[Rental]:
+    async def bookings(self) -> list[Booking]:
         async with self._sessions() as session:
-            return list(await session.scalars(select(Rental).order_by(Rental.id)))
+            return list(await session.scalars(select(Booking).order_by(Booking.id)))
 
     async def close(self) -> None:
         await self.engine.dispose()

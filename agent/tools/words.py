@@ -1,8 +1,9 @@
-"""What a caller's words hold for a tool: an order number, a bike, a day, a count, a name, yes/no.
+"""What a caller's words hold for a tool: an order number, a day, a name, yes/no, keyed digits.
 
 Plain rules over the transcript (or the keypad's "DTMF: 4572#"), used when the words are
-routed to a tool by intent and at each step of the booking flow. Each returns None when the
-words do not say it, so the step asks again instead of guessing.
+routed to a tool by intent and at each step of a form (agent/tools/arguments.py reads a
+declared tool's arguments with them). Each returns None when the words do not say it, so the
+step asks again instead of guessing.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from agent.business.words import numbers_as_digits, same_word
-from agent.business.model import WEEKDAYS, Business
+from agent.business.words import numbers_as_digits
+from agent.business.model import WEEKDAYS
 from processors.turns.comparison_form import comparison_words
 
 _DTMF = re.compile(r"^\s*DTMF:\s*([0-9*#]+)\s*$")
@@ -59,22 +60,6 @@ def order_number(text: str) -> str | None:
     return best if len(best) >= 3 else None
 
 
-def bikes_of(business: Business) -> list[str]:
-    """The bikes a caller can rent: the priced "... bike rental" items, without "rental"."""
-    return [item.removesuffix(" rental") for item in business.prices if item.endswith("bike rental")]
-
-
-def bike(text: str, business: Business) -> str | None:
-    """The bike named ("an electric one", "e-bike", "city"); None when no or several."""
-    words = comparison_words(text.replace("e-bike", "electric bike"))
-    named = []
-    for choice in bikes_of(business):
-        own = [w for w in choice.split() if w != "bike"]
-        if any(same_word(w, o) for w in words for o in own):
-            named.append(choice)
-    return named[0] if len(named) == 1 else None
-
-
 def day(text: str, now: datetime) -> date | None:
     """The day meant: today, tomorrow, or the next such weekday (today if it is that day)."""
     words = comparison_words(text)
@@ -86,25 +71,6 @@ def day(text: str, now: datetime) -> date | None:
         if weekday in words or f"{weekday}s" in words:
             return now.date() + timedelta(days=(index - now.weekday()) % 7)
     return None
-
-
-def count(text: str, *, alone: bool = True) -> int | None:
-    """How many: a number from 1 to 20 ("two", "2 bikes", "just one", "a bike").
-
-    ``alone=False`` (a whole request: "rent two city bikes for Saturday") takes only a number
-    right before the bike words, not one that is part of a date or a price.
-    """
-    digits = numbers_as_digits(text)
-    if alone:
-        match = re.search(r"\b(\d{1,2})\b", digits)
-        if match is None and re.search(r"\b(a|an|one)\b", digits.lower()):
-            return 1
-    else:
-        match = re.search(r"\b(\d{1,2})\s+(?:\w+\s+)?bikes?\b", digits)
-    if match is None:
-        return None
-    value = int(match.group(1))
-    return value if 1 <= value <= 20 else None
 
 
 def name(text: str) -> str | None:

@@ -18,5 +18,5 @@ class BrokenStore:
     async def order(self, number: str):
         self._fail()
 
-    async def book_rental(self, **_booking):
+    async def book(self, tool: str, details: dict, *, call_id: str = ""):
         self._fail()
