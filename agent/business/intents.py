@@ -78,8 +78,6 @@ _FUNCTION_WORDS = frozenset(
 _DAY_WORDS = frozenset({*WEEKDAYS, *(f"{d}s" for d in WEEKDAYS), "today", "tonight", "tomorrow", "now", "weekend"})
 
 
-# Tools that open a task of several steps: a question about the task is not a request to start it.
-
 # How a fact kind is answered when the file wrote no intent for it (the file's own intent of that
 # name wins): the implicit intents are matched by meaning alone, so their keywords and examples
 # are placeholders the model requires.
@@ -149,7 +147,8 @@ class IntentMatcher:
         self._meaning = facts.meaning if facts is not None else None
         # Every fact kind is answerable whether or not the file wrote an intent for it.
         self.intents = {**implicit_intents(business), **business.intents}
-        # Tools that open a multi-step task: the business's tools that change something (a booking).
+        # Tools that open a multi-step task (a booking: a tool that changes something): a question
+        # about the task is not a request to start it.
         self._task_tools = {name for name, tool in business.declared_tools.items() if tool.changes}
         # Any priced item is the same word to the matcher: "a tune-up" is "a city bike rental".
         self._items = frozenset(w for item in business.prices for w in item_words(item))
