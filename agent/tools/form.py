@@ -1,18 +1,20 @@
 """A form: what a business tool still needs, asked one thing at a time, read back, then the tool run.
 
 A pipecat Flow built from the tool's declaration in the business file (agent/business/tool_spec.py),
-not written per business: the bike shop's rental booking is one, as is the plumber's visit. ``start`` opens it when a call of the tool lacks a required argument,
-or is of a tool that ``changes`` something: one node per missing argument asks the property's
-``ask`` and waits for its ``give_<argument>`` function; a tool that changes something then reads
-the arguments back (its ``confirm`` template) and waits for ``confirm_<tool>``; then the tool runs
-(its API, agent/tools/http_tool.py, or a booking Brisk keeps, agent/tools/booking.py) and its
-reply, or the tool's ``failed`` line (the business's ``tool_failed_text``), is said.
+not written per business: the bike shop's rental booking is one, as is the plumber's visit.
+``start`` opens it when a call of the tool lacks a required argument, or is of a tool that
+``changes`` something: one node per missing argument asks the property's ``ask`` and waits for
+its ``give_<argument>`` function; a tool that changes something then reads the arguments back
+(its ``confirm`` template) and waits for ``confirm_<tool>``; then the tool runs (its API,
+agent/tools/http_tool.py, or a booking Brisk keeps, agent/tools/booking.py, or its MCP server)
+and its reply, or the tool's ``failed`` line (the business's ``tool_failed_text``), is said.
 
-The embedded LLM does not call functions reliably (docs/benchmarks.md, the agent acting), so ``route`` reads each answer from the caller's words (agent/tools/arguments.py) and
-the fast path runs the step's function through pipecat's function calling; an LLM that calls
-tools well calls the same functions. The caller is never trapped (agent/tools/router.py): a
-question is answered and the step asked again, "never mind" (``leaves``) or another request
-leaves the form, and words that answer nothing hear the step's question again.
+The embedded LLM does not call functions reliably (docs/benchmarks.md, the agent acting), so
+``route`` reads each answer from the caller's words (agent/tools/arguments.py) and the fast path
+runs the step's function through pipecat's function calling; an LLM that calls tools well calls
+the same functions. The caller is never trapped (agent/tools/router.py): a question is answered
+and the step asked again, "never mind" (``leaves``) or another request leaves the form, and
+words that answer nothing hear the step's question again.
 
 Records each run of the tool, its request and outcome, in ``CallTools.calls``.
 """
@@ -215,6 +217,7 @@ class Form:
         self._open = False
         outcome, kept = await tools.run(tool, self.arguments)
         tools.calls.append({"name": tool.name, "arguments": dict(self.arguments), "result": outcome.result(), **kept})
-        return self._node(f"{tool.name}.{'done' if outcome.ok else 'failed'}", tools.heard(tool, outcome, self.arguments),
-                          "The tool has run; answer any other question." if outcome.ok
-                          else "The tool failed; nothing was done.")
+        said = tools.heard(tool, outcome, self.arguments)
+        if outcome.ok:
+            return self._node(f"{tool.name}.done", said, "The tool has run; answer any other question.")
+        return self._node(f"{tool.name}.failed", said, "The tool failed; nothing was done.")
