@@ -93,6 +93,15 @@ def test_a_number_said_after_the_bot_asked_for_one_is_the_order_number():
     assert r("Four five seven two.").arguments == {"order_number": "4572"}
 
 
+@pytest.mark.parametrize("said, arguments", [
+    ("Where's my order? It's number four five seven two.", {"order_number": "4572"}),
+    ("I'd like to rent a bike. Two city bikes for Saturday, please.", {"bike": "city bike", "day": "2026-12-05", "count": 2}),
+])
+def test_a_request_whose_next_sentence_gives_its_arguments_is_one_request(said, arguments):
+    answer = router()(said)
+    assert (answer.arguments, answer.text) == (arguments, "")
+
+
 @pytest.mark.parametrize("said, tool, named", [
     ("I would like to rent two bikes for Saturday. And a child seat if you have one.", "book_rental", "a child seat"),
     ("Where is my order 4572? And do you sell unicorns?", "lookup_order", "unicorns"),

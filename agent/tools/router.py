@@ -133,8 +133,12 @@ class ToolRouter:
         if not rest:
             return None
         opening = self._request(first)
+        if opening is None or opening.tool is None:
+            return None
+        if self._arguments(opening.tool, text) != opening.arguments:
+            return None  # "Where's my order? It's number 4572.": the rest is the request's, not a question
         unknown = self.matcher.unknown_details(" ".join(rest))
-        if opening is None or opening.tool is None or not unknown:
+        if not unknown:
             return None
         said = f"I'm sorry, I don't know about {_named(' '.join(rest), unknown)}; I can put you through to a person for that."
         return FastAnswer(opening.intent, said, tool=opening.tool, arguments=opening.arguments)
