@@ -11,6 +11,7 @@
     python -m agent bench --suite faq --condition web,phone,noisy,phone+noisy [--business FILE ...]
     python -m agent bench --suite turns [--turns N] [--json PATH]
     python -m agent config-docs [--check]
+    python -m agent eval SCENARIOS.yaml [...] [--audio] [--json OUT] [--junit OUT]
 """
 
 from __future__ import annotations
@@ -117,6 +118,28 @@ def cmd_bench(args) -> int:
     return bench_main(args.bench_args)
 
 
+def cmd_eval(args) -> int:
+    _scripted_caller_defaults()
+    config = load_config()
+    _setup_logging(config.log_level, quiet=True)
+
+    from agent.evals.report import write_json, write_junit
+    from agent.evals.runner import ScenarioError, load_scenarios, run_scenarios
+
+    try:
+        scenarios = load_scenarios(args.paths)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = asyncio.run(run_scenarios(config, scenarios, audio=args.audio))
+    print(f"{result['passed']} passed, {result['failed']} failed")
+    if args.json:
+        write_json(result, args.json)
+    if args.junit:
+        write_junit(result, args.junit)
+    return 1 if result["failed"] else 0
+
+
 def cmd_config_docs(args) -> int:
     from agent.config_docs import write
 
@@ -154,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("config-docs", help="write docs/configuration.md from the settings (agent/config_docs.py)")
     docs.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is stale")
     docs.set_defaults(func=cmd_config_docs)
+
+    evals = sub.add_parser("eval", help="run pipecat.evals scenario files against this business's bot (see docs/evals.md)")
+    evals.add_argument("paths", nargs="+", metavar="SCENARIOS.yaml", help="scenario files (pipecat.evals YAML)")
+    evals.add_argument("--audio", action="store_true", help="speak the user's turns and hear them through a real call")
+    evals.add_argument("--json", default=None, metavar="OUT", help="write the results as JSON")
+    evals.add_argument("--junit", default=None, metavar="OUT", help="write the results as JUnit XML (for CI)")
+    evals.set_defaults(func=cmd_eval)
 
     # agent/bench/ab.py parses its own options: argparse.REMAINDER would refuse a first argument
     # that looks like an option (`bench --quick`), so main() hands over what is left instead.

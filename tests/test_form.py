@@ -14,6 +14,7 @@ from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
 from agent.tools.form import LEFT
 from agent.tools.router import ToolRouter
+from tests.waiting import until
 from tests.test_booking_flow import booking_call
 
 FRIDAY = datetime(2026, 12, 4, 10, 30, tzinfo=ZoneInfo("Europe/London"))
@@ -86,3 +87,18 @@ async def test_a_form_never_traps_the_caller_a_question_is_answered_and_another_
         await form.start(PLUMBING.declared_tools["book_visit"], {"day": "monday"})
         person = router("Could you put me through to someone in the office?")
         assert person.tool == "transfer_to_human" and form.step is None
+
+
+async def test_leaving_shows_an_llm_no_step_and_the_same_turn_routed_again_is_still_left():
+    async with form_call() as (form, said, router):
+        await form.start(PLUMBING.declared_tools["book_visit"], {}, request="I'd like to book a visit.")
+        # A speculative draft of the turn leaves the form ...
+        assert router("Oh, never mind.", earlier="Hello.").intent == "form:left"
+        await until(lambda: form.flow_manager.current_node == "book_visit.left", "the flow to leave the step")
+        assert "functions" not in form._nodes["book_visit.left"]  # an LLM is offered no step's function
+        # ... and the turn's final, which differs, is routed again: still left, not the LLM's.
+        again = router("Oh, never mind, I'll ring back.", earlier="Hello.")
+        assert (again.intent, again.text) == ("form:left", LEFT)
+        # A later turn is a turn of its own.
+        later = router("Never mind.", earlier="Oh, never mind, I'll ring back.")
+        assert later is None or later.intent != "form:left"

@@ -21,6 +21,8 @@ Records each run of the tool, its request and outcome, in ``CallTools.calls``.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import re
 
 from loguru import logger
@@ -49,6 +51,9 @@ class Form:
         self._open = False
         self._nodes: dict[str, NodeConfig] = {}
         self._opening: tuple[list[str], str] | None = None  # the request's words, and the node it opened at
+        self._left_after: str | None = None  # the caller's turn before the words that left the form
+        self._loop: asyncio.AbstractEventLoop | None = None  # the call's, where the flow runs
+        self._leaving: concurrent.futures.Future | None = None  # moving the flow off the step it left
         speak_steps(flow_manager)
 
     # --- where the form is ------------------------------------------------------------
@@ -75,6 +80,10 @@ class Form:
     async def start(self, tool: DeclaredTool, given: dict, request: str = "") -> None:
         """Open the form for ``tool`` with what the caller already ``given``, at the first thing left to ask."""
         self.tool, self.arguments, self._confirmed, self._open = tool, dict(given), False, True
+        self._left_after = None
+        self._loop = asyncio.get_running_loop()
+        if self._leaving is not None:
+            await asyncio.wrap_future(self._leaving)  # the node that left the last form is set before this one's
         self._nodes = {}
         node = self._next_node()
         if node is None:  # nothing to ask: the caller of start checks, but a form never stalls
@@ -97,11 +106,26 @@ class Form:
         """Whether the caller drops the form ("never mind", "no thanks", "forget it")."""
         return bool(_LEAVING.search(text))
 
-    def leave(self) -> str:
-        """Drop the form (nothing is run); what the caller hears."""
+    def leave(self, after: str | None = None) -> str:
+        """Drop the form (nothing is run); what the caller hears. ``after``: the caller's turn
+        before the words that left it, so the same turn routed again knows (``left_in``).
+
+        The flow moves to a node that offers no function: an LLM that answers what comes next is
+        not shown the step's function, which the embedded model would say as JSON."""
         logger.info(f"call {self._tools.control.call_id}: form for {self.tool.name if self.tool else '?'} left")
         self._open = False
+        self._left_after = after
+        if self.tool is not None and self._loop is not None:
+            left = self._node(f"{self.tool.name}.left", "", "The caller left the form; nothing was done.")
+            left["pre_actions"] = []
+            # The router runs off the event loop (processors/fast_path.py): the node is set on it.
+            self._leaving = asyncio.run_coroutine_threadsafe(self.flow_manager.set_node_from_config(left), self._loop)
         return LEFT
+
+    def left_in(self, earlier: str) -> bool:
+        """Whether the form was left by words of the turn that follows ``earlier``: a speculative
+        draft of the turn left it, and the turn's final is routed again (processors/fast_path.py)."""
+        return self.step is None and self._left_after is not None and self._left_after == earlier
 
     # --- the caller's words -----------------------------------------------------------
 

@@ -80,6 +80,8 @@ class ToolRouter:
         form = self.tools.form
         if form is not None and form.step is not None and not form.continues_request(text):
             return self._in_form(form, text, earlier)
+        if form is not None and form.left_in(earlier) and form.leaves(text):
+            return FastAnswer("form:left", form.leave(earlier))  # the turn's draft left it; this is its final
         answer = self._request(text, earlier)
         if answer is None or answer.intent == "unknown" or answer.tool is not None:
             # "Where is my order 4572? And do you sell unicorns?" is mostly words the file lacks,
@@ -101,17 +103,17 @@ class ToolRouter:
             if asked is not None and asked.tool is None and asked.intent != "unknown":
                 return FastAnswer(asked.intent, f"{asked.text} {form.question()}")
             if call is not None and asked is not None and asked.tool not in (None, form.tool.name):
-                form.leave()  # "Actually, is anyone free on Tuesday?": another tool's request
+                form.leave(earlier)  # "Actually, is anyone free on Tuesday?": another tool's request
                 return asked
         if call is not None:
             return FastAnswer(f"form:{call[0]}", "", tool=call[0], arguments=call[1])
         if form.leaves(text):
-            return FastAnswer("form:left", form.leave())
+            return FastAnswer("form:left", form.leave(earlier))
         answer = request()
         if answer is not None and answer.tool is None and answer.intent != "unknown":
             return FastAnswer(answer.intent, f"{answer.text} {form.question()}")
         if answer is not None and answer.tool is not None:
-            form.leave()  # a request: the caller has moved on (or starts this one again)
+            form.leave(earlier)  # a request: the caller has moved on (or starts this one again)
             return answer
         return FastAnswer("form:ask_again", form.ask_again(text))
 

@@ -1,0 +1,1 @@
+"""Scenario evals: a business tests its own bot with pipecat.evals (``python -m agent eval``)."""

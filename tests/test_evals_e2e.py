@@ -1,0 +1,117 @@
+"""`python -m agent eval`: pipecat.evals scenario files run against Brisk's own pipeline.
+
+The shipped shop's scenarios pass over real calls of the embedded default (Silero, tiny.en, Qwen
+0.5B on llama-server), in text modality through pipecat's eval harness and WebSocket transport;
+two scenarios run at once each on a call of its own; and the real command, in its own process,
+runs a file written here (outside the project), exits non-zero naming the scenario that cannot
+pass, says plainly that the embedded model cannot judge an `eval:` criterion, and writes its
+JSON and JUnit reports.
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+from xml.etree import ElementTree
+
+import pytest
+import pytest_asyncio
+from fastapi import FastAPI
+from pipecat.evals.script_session import EvalScriptSession
+
+from agent.caller.loopback import serve_app
+from agent.config import load_config
+from agent.evals.runner import NO_JUDGE, load_scenarios, run_scenarios
+from agent.runtime.runtime import Runtime
+from agent.transports.eval import EVAL_PATH, EvalLine
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.e2e]
+
+SHOP_SCENARIOS = "agent/business/harbor_lane_bikes.scenarios.yaml"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def runtime():
+    runtime = Runtime(load_config())
+    await runtime.start()
+    yield runtime
+    await runtime.stop()
+
+
+async def test_the_shops_own_scenarios_pass_over_its_own_pipeline(runtime):
+    scenarios = load_scenarios([SHOP_SCENARIOS])
+    result = await run_scenarios(runtime.config, scenarios, runtime=runtime, log=lambda _: None)
+    failed = [(s["name"], s["failures"]) for s in result["scenarios"] if not s["passed"]]
+    assert not failed, failed
+    assert result["passed"] == len(scenarios) >= 8 and result["failed"] == 0
+    names = {s["name"] for s in result["scenarios"]}
+    assert {"harbor-lane-bikes/rental-booked-by-its-form", "harbor-lane-bikes/order-keyed-after-asking"} <= names
+    assert all(t["status"] == "passed" for s in result["scenarios"] for t in s["turns"])
+
+
+async def test_two_scenarios_at_once_each_run_on_a_call_of_its_own(runtime):
+    by_name = {s.name: s for s in load_scenarios([SHOP_SCENARIOS])}
+    line = EvalLine(runtime)
+    both = asyncio.Event()
+    line.listeners.append(lambda _call_id, _call: both.set() if len(line.calls) == 2 else None)
+    app = FastAPI()
+    app.include_router(line.router)
+    async with serve_app(app) as base_url:
+        url = base_url.replace("http://", "ws://") + EVAL_PATH
+        sessions = [EvalScriptSession(by_name[f"harbor-lane-bikes/{name}"], url)
+                    for name in ("order-said-digit-by-digit", "rental-booked-by-its-form")]
+        results = await asyncio.gather(*(s.run() for s in sessions))
+    assert both.is_set()  # both calls were in progress together
+    assert [r.passed for r in results] == [True, True], [r.failures for r in results]
+
+
+def test_a_file_written_outside_the_project_runs_and_a_scenario_that_cannot_pass_fails_by_name(tmp_path):
+    scenarios = tmp_path / "my_checks.yaml"
+    scenarios.write_text("""
+name: my-checks
+scenarios:
+  - name: where-are-you
+    turns:
+      - user: "Sorry, where is it you're based again?"
+        expect:
+          - event: response
+            text_contains: "42 Harbor Lane"
+  - name: unicorns-on-sale
+    turns:
+      - user: "Do you sell unicorns?"
+        expect:
+          - event: response
+            text_contains: "Yes, we sell unicorns"
+  - name: judged
+    turns:
+      - user: "What time do you open on Monday?"
+        expect:
+          - event: response
+            eval: "says when the shop opens on Monday"
+""")
+    out, junit = tmp_path / "result.json", tmp_path / "result.xml"
+    proc = subprocess.run([sys.executable, "-m", "agent", "eval", str(scenarios), "--json", str(out), "--junit", str(junit)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "FAIL  my-checks/unicorns-on-sale" in proc.stdout and "PASS  my-checks/where-are-you" in proc.stdout
+    result = json.loads(out.read_text())
+    assert (result["passed"], result["failed"]) == (1, 2)
+    by_name = {s["name"]: s for s in result["scenarios"]}
+    assert by_name["my-checks/where-are-you"]["passed"]
+    [wrong] = by_name["my-checks/unicorns-on-sale"]["failures"]
+    assert "Yes, we sell unicorns" in wrong["reason"]
+    [unjudged] = by_name["my-checks/judged"]["failures"]
+    assert unjudged["reason"] == NO_JUDGE and unjudged["kind"] == "no_judge"
+    suite = ElementTree.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert [c.get("name") for c in suite if c.find("failure") is not None] == ["my-checks/unicorns-on-sale",
+                                                                               "my-checks/judged"]
+
+
+def test_a_malformed_scenario_file_is_refused_by_name_before_anything_starts(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nscenarios:\n  - turns: [{user: hi}]\n")
+    proc = subprocess.run([sys.executable, "-m", "agent", "eval", str(broken), str(tmp_path / "missing.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {broken}:"), proc.stderr
