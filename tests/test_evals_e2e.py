@@ -1,6 +1,6 @@
 """`python -m agent eval`: pipecat.evals scenario files run against Brisk's own pipeline.
 
-The shipped shop's scenarios pass over real calls of the embedded default (Silero, tiny.en, Qwen
+Every shipped business's scenarios pass over real calls of the embedded default (Silero, tiny.en, Qwen
 0.5B on llama-server), in text modality through pipecat's eval harness and WebSocket transport;
 two scenarios run at once each on a call of its own; and the real command, in its own process,
 runs a file written here (outside the project), exits non-zero naming the scenario that cannot
@@ -10,6 +10,7 @@ JSON and JUnit reports.
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from xml.etree import ElementTree
@@ -106,6 +107,17 @@ scenarios:
     assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
     assert [c.get("name") for c in suite if c.find("failure") is not None] == ["my-checks/unicorns-on-sale",
                                                                                "my-checks/judged"]
+
+
+@pytest.mark.parametrize("business", ["corner_slice_pizza", "willowbank_vets", "brightwater_plumbing"])
+def test_every_example_business_passes_its_own_scenarios(business, tmp_path):
+    out = tmp_path / "result.json"
+    proc = subprocess.run([sys.executable, "-m", "agent", "eval", f"agent/business/examples/{business}.scenarios.yaml",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "BRISK_BUSINESS": f"agent/business/examples/{business}.yaml"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["failed"] == 0 and result["passed"] == len(result["scenarios"]) >= 5
 
 
 def test_a_malformed_scenario_file_is_refused_by_name_before_anything_starts(tmp_path):
