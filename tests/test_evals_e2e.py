@@ -20,6 +20,7 @@ import pytest_asyncio
 from fastapi import FastAPI
 from pipecat.evals.script_session import EvalScriptSession
 
+from agent.bench.scripted_llm import ScriptedLLM
 from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.evals.runner import NO_JUDGE, load_scenarios, run_scenarios
@@ -48,6 +49,16 @@ async def test_the_shops_own_scenarios_pass_over_its_own_pipeline(runtime):
     names = {s["name"] for s in result["scenarios"]}
     assert {"harbor-lane-bikes/rental-booked-by-its-form", "harbor-lane-bikes/order-keyed-after-asking"} <= names
     assert all(t["status"] == "passed" for s in result["scenarios"] for t in s["turns"])
+
+
+async def test_spoken_the_same_scenario_is_heard_through_a_real_call_and_each_turn_has_its_v2v(runtime):
+    [hours] = [s for s in load_scenarios([SHOP_SCENARIOS]) if s.name.endswith("/saturday-hours")]
+    result = await run_scenarios(runtime.config, [hours], audio=True, runtime=runtime, log=lambda _: None)
+    [scenario] = result["scenarios"]
+    assert scenario["passed"], scenario
+    [turn] = scenario["heard"]
+    assert "Saturday" in turn["user_text"] and "4 in the afternoon" in turn["bot_text"]  # heard by Whisper, said
+    assert turn["path"] == "hours" and turn["v2v_ms"] > 0
 
 
 async def test_two_scenarios_at_once_each_run_on_a_call_of_its_own(runtime):
@@ -118,6 +129,46 @@ def test_every_example_business_passes_its_own_scenarios(business, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["failed"] == 0 and result["passed"] == len(result["scenarios"]) >= 5
+
+
+JUDGED = """
+name: judged
+scenarios:
+  - name: monday-opening
+    turns:
+      - user: "What time do you open on a Monday?"
+        expect:
+          - event: response
+            eval: "says when the shop opens on Monday"
+  - name: unicorns
+    turns:
+      - user: "What time do you open on a Monday?"
+        expect:
+          - event: response
+            eval: "says the shop sells unicorns"
+"""
+
+
+def _verdict(messages: list[dict]) -> str:
+    """A scripted judge: yes to every criterion but the unicorns one (the test pins the wiring,
+    that the configured LLM is asked and its verdict kept, not a model's judgment)."""
+    yes = 0.03 if "unicorn" in str(messages[-1].get("content", "")) else 0.97
+    return json.dumps({"choice": "yes" if yes > 0.5 else "no", "probability": yes,
+                       "probabilities": {"yes": yes, "no": 1 - yes, "continue": 0.0}})
+
+
+async def test_an_eval_criterion_is_judged_by_the_configured_llm(tmp_path):
+    judge = ScriptedLLM(ttft_s=0.01, tokens_per_s=1000.0, answer_for=_verdict)
+    scenarios = tmp_path / "judged.yaml"
+    scenarios.write_text(JUDGED)
+    async with serve_app(judge.app()) as judge_url:
+        config = load_config(llm_base_url=f"{judge_url}/v1", llm_model="scripted")
+        result = await run_scenarios(config, load_scenarios([str(scenarios)]), log=lambda _: None)
+    by_name = {s["name"]: s for s in result["scenarios"]}
+    assert by_name["judged/monday-opening"]["passed"], by_name
+    [no] = by_name["judged/unicorns"]["failures"]
+    assert no["kind"] == "judge_no"
+    assert any("unicorns" in str(r.messages) for r in judge.requests)  # the criterion reached the judge
 
 
 def test_a_malformed_scenario_file_is_refused_by_name_before_anything_starts(tmp_path):
