@@ -66,7 +66,7 @@ def load_scenarios(paths: list[str]) -> list[EvalScriptScenario]:
 
 def _judge(config: BriskConfig):
     """The configured LLM as judge, or None (the embedded model is not one)."""
-    if config.embedded_llm or not config.llm_base_url:
+    if not config.llm_base_url:
         return None
     from pipecat.evals.judge import EvalJudge
     from pipecat.services.openai.llm import OpenAILLMService
@@ -142,8 +142,8 @@ async def run_scenarios(config: BriskConfig, scenarios: list[EvalScriptScenario]
             for scenario in scenarios:
                 if audio or scenario.user_audio:  # a file may ask for audio itself (user: {modality: audio})
                     scenario = _spoken(scenario)
-                # Built here, not by from_scenario, which would make pipecat's default judge (an
-                # Ollama server) for a criterion the configured LLM cannot judge.
+                # Built here, not by from_scenario: with no LLM of Brisk's to judge, that would make
+                # pipecat's default judge (an Ollama server) instead of failing the criterion plainly.
                 voice = tts_service_from_config(scenario.user_speech) if scenario.user_audio else None
                 session = EvalScriptSession(scenario, url, params=EvalSessionParams(bot_ready_timeout_s=30),
                                             judge=judge, user_tts=voice)
