@@ -129,11 +129,16 @@ class BriskConfig(BaseSettings):
         description="A finished question ('...?') ends the turn as soon as its final transcript is in after the VAD stop, without the rest of turn_stop_timeout_secs.",
     )
     turn_audio_check: bool = Field(
-        False,
-        description="A statement Whisper heard as finished is also put to pipecat's Smart Turn v3 on the audio; judged unfinished, it waits like unfinished words (off: on espeak voices it cost more delay than it saved cut-offs, docs/benchmarks.md, End of turn).",
+        True,
+        description="A statement Whisper heard as finished is also put to an audio end-of-turn model (turn_audio_model); judged unfinished, it waits like unfinished words (docs/benchmarks.md, End of turn).",
     )
-    turn_audio_check_threshold: float = Field(
-        0.5, ge=0, le=1, description="Smart Turn's probability of a finished turn below which that statement waits."
+    turn_audio_model: Literal["livekit_eot", "smart_turn"] = Field(
+        "livekit_eot",
+        description="The audio end-of-turn model turn_audio_check uses: livekit_eot (LiveKit's on-device turn-detector-v1-mini, 1.2 s of audio) or smart_turn (pipecat's Smart Turn v3, 8 s).",
+    )
+    turn_audio_check_threshold: float | None = Field(
+        None, ge=0, le=1,
+        description="The audio model's probability of a finished turn below which the turn waits (None: the model's own, 0.36 for livekit_eot in English, 0.5 for smart_turn).",
     )
     turn_continuation_window_secs: float = Field(
         2.0, ge=0,

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from agent.bench.turns import POLICIES, TURNS_CORPUS, TurnClip, judge, render_turn, summarize
+from agent.bench.turns import NEURAL_TURNS, POLICIES, TURNS_CORPUS, NeuralVoice, TurnClip, judge, render_turn, summarize
 
 
 def test_the_corpus_has_forty_utterances_half_with_a_pause_in_several_voices_and_the_recording():
@@ -33,6 +33,27 @@ def test_a_paused_utterance_is_silent_in_its_pauses_and_ends_with_its_last_words
     # After the end of speech nothing is within 40 dB of the loudest sample (agent.audio.find_speech_end).
     after = np.abs(clip.samples[round((clip.speech_end_s + 0.02) * 16000):].astype(np.int32))
     assert after.max(initial=0) < np.abs(clip.samples.astype(np.int32)).max() / 100 * 1.5
+
+
+def test_every_spoken_text_is_said_again_in_the_neural_voice():
+    assert [u.text for u in NEURAL_TURNS] == [u.text for u in TURNS_CORPUS if u.voice != "arctic"]
+    assert {u.voice for u in NEURAL_TURNS} == {"hibari"} and len({u.id for u in NEURAL_TURNS}) == len(NEURAL_TURNS)
+
+
+def test_a_neural_voice_utterance_is_said_whole_and_cut_where_its_words_part():
+    voice = NeuralVoice()
+    [utterance] = [u for u in NEURAL_TURNS if u.id == "n-p-order-number"]  # "My order number is", 900, "four five ..."
+    clip = render_turn(utterance, voice)
+    assert clip.cut == "aligned"
+    [(start, end)] = clip.pauses
+    assert end - start == pytest.approx(0.9, abs=0.001) and not clip.samples[round(start * 16000): round(end * 16000)].any()
+
+    def heard(samples):
+        segments, _ = voice.whisper.transcribe(samples.astype(np.float32) / 32768, language="en")
+        return " ".join(s.text for s in segments).lower()
+
+    assert heard(clip.samples[: round(start * 16000)]).rstrip(" .?!,").endswith("number is")
+    assert heard(clip.samples[round(end * 16000):]).lstrip().startswith(("four", "4"))
 
 
 def test_a_turn_end_before_the_caller_finished_is_a_cut_off_and_the_first_one_after_is_the_delay():

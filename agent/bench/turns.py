@@ -5,19 +5,22 @@
 Utterances a caller says (``TURNS_CORPUS``): complete ones, and ones with a 0.5-1.2 s pause
 mid-sentence (after "and", "um", "my number is", inside a list or a spelled name, and some
 with no word that gives the pause away), in eight espeak voices and the recorded CMU ARCTIC
-clip, whole and with a pause put into its comma's gap. Each is played in real time (20 ms
-frames on an absolute schedule) into Brisk's real front end, Silero VAD then the streaming
-Whisper STT, and from there into one pipecat user aggregator per policy, side by side (a
-``ParallelPipeline``), so every policy hears the same audio, the same VAD events and the same
+clip, whole and with a pause put into its comma's gap; and the same texts in a neural voice
+(``NEURAL_TURNS``, hibari's "heart"), said whole and cut where the pause goes, because espeak's
+flat pitch tells an audio model nothing a person's voice would. Each is played in real time
+(20 ms frames on an absolute schedule) into Brisk's real front end, Silero VAD then the
+streaming Whisper STT, and from there into one pipecat user aggregator per policy, side by side
+(a ``ParallelPipeline``), so every policy hears the same audio, the same VAD events and the same
 transcripts at the same moments:
 
 - ``brisk``: Brisk's end of turn as configured (``processors/turns/adaptive_user_turn_stop.py``):
   the short timeout after finished words, up to ``BRISK_TURN_UNFINISHED_WAIT_SECS`` after
-  unfinished ones, on the words alone (``BRISK_TURN_AUDIO_CHECK`` is off by default).
-- ``brisk_audio``: the same with a statement also put to Smart Turn on the audio
-  (``BRISK_TURN_AUDIO_CHECK=true``).
-- ``brisk_fixed``: Brisk's end of turn before it, pipecat's ``SpeechTimeoutUserTurnStopStrategy``
-  at ``BRISK_TURN_STOP_TIMEOUT_SECS``.
+  unfinished ones, and a statement whose words look finished put to the audio model
+  (``BRISK_TURN_AUDIO_CHECK``, on; ``BRISK_TURN_AUDIO_MODEL``, LiveKit's end-of-turn model).
+- ``brisk_words``: the same on the words alone.
+- ``brisk_audio``: the words, with Smart Turn v3 as the audio model.
+- ``brisk_fixed``: Brisk's end of turn before all this, pipecat's
+  ``SpeechTimeoutUserTurnStopStrategy`` at ``BRISK_TURN_STOP_TIMEOUT_SECS``.
 - ``smart_turn_v3``: stock pipecat's default, ``TurnAnalyzerUserTurnStopStrategy`` with the
   bundled Smart Turn v3 model on the audio.
 
@@ -26,7 +29,9 @@ starts answering. A *false cut-off* is a turn end before the caller has finished
 pause, or over the words after it). The *end-of-turn delay* is the first turn end after the
 true end of speech (known from the samples), minus that end. Reported per policy: false
 cut-offs on the paused utterances (and on the complete ones, whose own short gaps can cut them
-too), and the delay's P50/P95 on complete utterances; JSON key ``"turns"``.
+too), and the delay's P50/P95 on complete utterances, over all voices (``"policies"``) and per
+family (``"voices"``: ``espeak``, ``natural`` = the neural voice and the recording); JSON key
+``"turns"``.
 
 What this does not include: a caller who goes on after a cut-off is merged into one question
 by ``processors/turns/turn_continuation.py``, so in a call a cut-off costs an answer that is
@@ -37,7 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
@@ -58,6 +64,7 @@ from agent.config import BriskConfig, load_config
 from agent.call.stages import make_vad
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
+from processors.turns.livekit_eot_check import LiveKitEotCheck
 from processors.turns.smart_turn_check import SmartTurnCheck
 from processors.stt.whisper_scheduler import WhisperScheduler
 
@@ -66,7 +73,7 @@ FRAME_S = 0.02
 LEAD_S = 1.0
 # Long enough for Smart Turn's own fallback (3 s of silence) to end a turn it judged incomplete.
 TAIL_S = 3.6
-POLICIES = ("brisk", "brisk_audio", "brisk_fixed", "smart_turn_v3")
+POLICIES = ("brisk", "brisk_words", "brisk_audio", "brisk_fixed", "smart_turn_v3")
 ARCTIC_PAUSE_MS = 800
 
 TURNS_CORPUS: tuple[Utterance, ...] = (
@@ -120,6 +127,12 @@ TURNS_CORPUS: tuple[Utterance, ...] = (
            "Um, I was charged twice for the same order,", 1000, "and I'd like a refund."),
     spoken("p-arctic", "paused", "arctic", 0, "He turned sharply,", ARCTIC_PAUSE_MS, "and faced Gregson across the table."),
 )
+# The same utterances in a neural voice (hibari's "heart"), whose prosody is a person's: an audio
+# end-of-turn model hears espeak's flat synthetic pitch as neither finished nor unfinished. A
+# paused one is said whole and cut where its words part (``NeuralVoice``), so the words before
+# the pause sound mid-sentence, as a caller who stops to think sounds.
+NEURAL_TURNS: tuple[Utterance, ...] = tuple(
+    replace(u, id=f"n-{u.id}", voice="hibari", wpm=0) for u in TURNS_CORPUS if u.voice != "arctic")
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,7 @@ class TurnClip:
     samples: np.ndarray
     speech_end_s: float  # the true end of speech (agent.audio.find_speech_end), in stream seconds
     pauses: tuple[tuple[float, float], ...]  # (start, end) of each mid-sentence pause
+    cut: str = "whole"  # how a paused utterance's parts were made (NeuralVoice.parts)
 
 
 def _silence(seconds: float) -> np.ndarray:
@@ -149,10 +163,71 @@ def _arctic_parts(utterance: Utterance) -> list[np.ndarray]:
             recorded[round(cut_to * RATE): round(voiced[-1][1] * RATE)]]
 
 
-def render_turn(utterance: Utterance) -> TurnClip:
+class NeuralVoice:
+    """hibari's bundled voice, with Whisper (base) to find where a whole utterance's words part.
+
+    Numerals are suppressed so Whisper writes "four five seven two" as words, which lines its
+    words up with the corpus's; fillers, which Whisper leaves out, are not counted. Where the
+    words still cannot be lined up (letters spelled, a word misheard), the parts are said one by
+    one instead: ``cut`` in the row says which.
+    """
+
+    def __init__(self):
+        from faster_whisper import WhisperModel
+        from hibari import Hibari
+
+        from agent.runtime.models import whisper_model_path
+
+        self.voice = Hibari()
+        self.whisper = WhisperModel(str(whisper_model_path("base")), device="cpu", compute_type="int8")
+        self._numerals = [-1] + [i for token, i in self.whisper.hf_tokenizer.get_vocab().items()
+                                 if any(c.isdigit() for c in token)]
+
+    def say(self, text: str) -> np.ndarray:
+        import soxr
+        from hibari import SAMPLE_RATE
+
+        audio = soxr.resample(self.voice(text, seed=0), SAMPLE_RATE, RATE)
+        return (np.clip(audio, -1, 1) * 32767 * 0.7).astype(np.int16)
+
+    def parts(self, utterance: Utterance) -> tuple[list[np.ndarray], str]:
+        """The utterance's spoken parts, and how they were made ("whole", "aligned", "separate")."""
+        if len(utterance.segments) == 1:
+            return [self.say(utterance.text)], "whole"
+        whole = self.say(utterance.text)
+        segments, _ = self.whisper.transcribe(whole.astype(np.float32) / 32768, word_timestamps=True,
+                                              language="en", beam_size=5, suppress_tokens=self._numerals)
+        heard = [w for s in segments for w in s.words if _plain(w.word) not in _FILLERS]
+        words = [_plain(w.word) for w in heard]
+        expected = _words(utterance.text)
+        cuts, said = [], 0
+        for segment in utterance.segments[:-1]:
+            said += len(_words(segment))
+            if words[:said + 1] != expected[:said + 1]:
+                return [self.say(s) for s in utterance.segments], "separate"
+            cuts.append(round(heard[said].start * RATE))  # where the next word starts
+        bounds = [0, *cuts, len(whole)]
+        return [whole[a:b] for a, b in zip(bounds, bounds[1:])], "aligned"
+
+
+_FILLERS = ("um", "uh", "")  # Whisper mostly leaves fillers out; a cut falls after them
+
+
+def _plain(word: str) -> str:
+    return re.sub(r"[^a-z]", "", word.lower())
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in map(_plain, text.split()) if w not in _FILLERS]
+
+
+def render_turn(utterance: Utterance, neural: NeuralVoice | None = None) -> TurnClip:
     """The utterance's audio with lead and tail silence, and where its pauses and its end are."""
+    how = "whole" if len(utterance.segments) == 1 else "separate"
     if utterance.voice == "arctic":
         parts = _arctic_parts(utterance)
+    elif utterance.voice == "hibari":
+        parts, how = (neural or NeuralVoice()).parts(utterance)
     else:
         parts = [espeak_speech(s, utterance.voice, utterance.wpm, RATE) for s in utterance.segments]
     pieces, pauses, t = [_silence(LEAD_S)], [], LEAD_S
@@ -168,7 +243,7 @@ def render_turn(utterance: Utterance) -> TurnClip:
     samples = np.concatenate(pieces)
     # The end of speech the way every bench finds it (agent call too): espeak's quiet decay after
     # the last segment is not speech a listener waits for.
-    return TurnClip(utterance, samples, find_speech_end(samples, RATE) or t, tuple(pauses))
+    return TurnClip(utterance, samples, find_speech_end(samples, RATE) or t, tuple(pauses), how)
 
 
 class _TurnEnds(FrameProcessor):
@@ -188,33 +263,35 @@ class _TurnEnds(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-def stop_strategies(policy: str, config: BriskConfig, audio_check: SmartTurnCheck) -> list:
-    if policy in ("brisk", "brisk_audio"):
-        with_audio = policy == "brisk_audio" or config.turn_audio_check
+def stop_strategies(policy: str, config: BriskConfig, checks: dict) -> list:
+    """One policy's stop strategies; ``checks``: the audio models by name (``smart_turn``, ``livekit_eot``)."""
+    if policy.startswith("brisk") and policy != "brisk_fixed":
+        check = {"brisk_audio": checks["smart_turn"], "brisk_words": None}.get(policy)
+        if policy == "brisk" and config.turn_audio_check:
+            check = checks[config.turn_audio_model]
         return [AdaptiveUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs,
                                              max_wait_s=config.turn_unfinished_wait_secs,
                                              final_wait_s=config.turn_final_wait_secs,
                                              question_ends_at_final=config.turn_question_ends_at_final,
-                                             audio_check=audio_check if with_audio else None)]
+                                             audio_check=check)]
     if policy == "brisk_fixed":
         return [SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs)]
     return default_user_turn_stop_strategies()  # stock pipecat: Smart Turn v3
 
 
-def _branch(policy: str, config: BriskConfig, audio_check: SmartTurnCheck) -> tuple[list, _TurnEnds]:
+def _branch(policy: str, config: BriskConfig, checks: dict) -> tuple[list, _TurnEnds]:
     # No interruptions: one branch's turn start must not reach the shared VAD and STT.
     start = [VADUserTurnStartStrategy(enable_interruptions=False),
              TranscriptionUserTurnStartStrategy(enable_interruptions=False)]
-    strategies = UserTurnStrategies(start=start, stop=stop_strategies(policy, config, audio_check))
+    strategies = UserTurnStrategies(start=start, stop=stop_strategies(policy, config, checks))
     aggregator = LLMUserAggregator(LLMContext(), params=LLMUserAggregatorParams(user_turn_strategies=strategies))
     ends = _TurnEnds(policy)
     return [aggregator, ends], ends
 
 
-async def play(clip: TurnClip, engine, config: BriskConfig,
-               audio_check: SmartTurnCheck) -> dict[str, tuple[list[float], list[str]]]:
+async def play(clip: TurnClip, engine, config: BriskConfig, checks: dict) -> dict[str, tuple[list[float], list[str]]]:
     """Play ``clip`` into VAD, STT and every policy; each policy's turn ends (stream seconds) and what each asked."""
-    branches = {policy: _branch(policy, config, audio_check) for policy in POLICIES}
+    branches = {policy: _branch(policy, config, checks) for policy in POLICIES}
     stt = StreamingWhisperSTTService(engine=engine, scheduler=WhisperScheduler(engine),
                                      partial_interval_s=config.stt_partial_interval_secs,
                                      max_utterance_s=config.stt_max_utterance_secs,
@@ -271,8 +348,10 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
     vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None
     engine = WhisperEngine.load(str(whisper_model_path(config.whisper_model)),
                                 cpu_threads=config.whisper_threads, vocabulary=vocabulary)
-    audio_check = SmartTurnCheck(threshold=config.turn_audio_check_threshold)
-    corpus = [u for u in TURNS_CORPUS if only is None or u.id in only]
+    checks = {"smart_turn": SmartTurnCheck(threshold=config.turn_audio_check_threshold),
+              "livekit_eot": LiveKitEotCheck(threshold=config.turn_audio_check_threshold)}
+    corpus = [u for u in TURNS_CORPUS + NEURAL_TURNS if only is None or u.id in only]
+    neural = NeuralVoice() if any(u.voice == "hibari" for u in corpus) else None
     if turns is not None:
         # Both kinds even when cut short: alternate complete and paused.
         complete = [u for u in corpus if u.kind == "complete"]
@@ -280,10 +359,11 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
         corpus = [u for pair in zip(complete, paused) for u in pair][:turns]
     rows = []
     for i, utterance in enumerate(corpus, 1):
-        clip = render_turn(utterance)
-        ends = await play(clip, engine, config, audio_check)
+        clip = render_turn(utterance, neural)
+        ends = await play(clip, engine, config, checks)
         row = {"id": utterance.id, "kind": utterance.kind, "voice": utterance.voice, "text": utterance.text,
                "speech_end_s": round(clip.speech_end_s, 3), "pauses_s": [[round(a, 3), round(b, 3)] for a, b in clip.pauses],
+               "cut": clip.cut,
                **{policy: judge(clip, *ends[policy]) for policy in POLICIES}}
         rows.append(row)
         log(f"[{i}/{len(corpus)}] {utterance.id}: " + ", ".join(
@@ -292,25 +372,38 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
         "method": __doc__.split("\n\n")[2].replace("\n", " "),
         "config": {"vad_stop_secs": config.vad_stop_secs, "turn_stop_timeout_secs": config.turn_stop_timeout_secs,
                    "turn_unfinished_wait_secs": config.turn_unfinished_wait_secs,
-                   "turn_audio_check": config.turn_audio_check,
+                   "turn_audio_check": config.turn_audio_check, "turn_audio_model": config.turn_audio_model,
                    "turn_audio_check_threshold": config.turn_audio_check_threshold, "whisper_model": config.whisper_model,
                    "utterances": len(rows), "paused": sum(r["kind"] == "paused" for r in rows)},
         "policies": summarize(rows),
+        "voices": {family: summarize([r for r in rows if _family(r["voice"]) == family])
+                   for family in ("espeak", "natural") if any(_family(r["voice"]) == family for r in rows)},
         "utterances": rows,
     }
+
+
+def _family(voice: str) -> str:
+    """espeak's synthetic voices, or a person's prosody (the neural voice, the recording)."""
+    return "natural" if voice in ("hibari", "arctic") else "espeak"
 
 
 def format_turns(result: dict) -> str:
     c = result["config"]
     lines = [
         f"End of turn: {c['utterances']} utterances ({c['paused']} with a pause mid-sentence), "
-        f"same audio, VAD and transcripts for every policy",
-        f"{'policy':<16}{'cut-offs (paused)':>19}{'cut-offs (complete)':>21}{'EOT P50':>9}{'EOT P95':>9}",
-    ]
-    for policy, s in result["policies"].items():
+        f"same audio, VAD and transcripts for every policy"]
+    lines += _table("all voices", result["policies"])
+    for family, policies in result.get("voices", {}).items():
+        lines += _table(f"{family} voices", policies)
+    return "\n".join(lines)
+
+
+def _table(title: str, policies: dict) -> list[str]:
+    lines = [f"{title:<16}{'cut-offs (paused)':>19}{'cut-offs (complete)':>21}{'EOT P50':>9}{'EOT P95':>9}"]
+    for policy, s in policies.items():
         rate = s["false_cutoff_rate_paused"]
         lines.append(
             f"{policy:<16}{str(s['false_cutoffs_paused']) + (f' ({rate:.0%})' if rate is not None else ''):>19}"
             f"{s['false_cutoffs_complete']:>21}{fmt(s['eot_ms_complete']['p50']):>9}{fmt(s['eot_ms_complete']['p95']):>9}"
         )
-    return "\n".join(lines)
+    return lines

@@ -29,6 +29,6 @@ class Resources:
     records: object | None = None  # agent.records.store.CallRecords: every call and its turns
     api: object | None = None  # agent.tools.http_tool.BusinessApi: the business file's HTTP tools' requests
     mcp_tools: dict = field(default_factory=dict)  # agent.tools.mcp_tools.McpTool by name, found at start-up
-    turn_check: object | None = None  # processors.turns.smart_turn_check.SmartTurnCheck, with BRISK_TURN_AUDIO_CHECK
+    turn_check: object | None = None  # the audio end-of-turn model (processors/turns/*_check.py), with BRISK_TURN_AUDIO_CHECK
     embedder: object | None = None  # agent.business.embedder.SentenceEmbedder, with BRISK_UNDERSTANDING=meaning
     extra: dict = field(default_factory=dict)  # what another call builder loads once (the bench's baselines' models)

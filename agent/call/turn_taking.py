@@ -17,16 +17,15 @@ from processors.speculation.speculation_stats import SpeculationStats
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.speculation.similarity_match import SimilarityMatch
-from processors.turns.smart_turn_check import SmartTurnCheck
 from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.speculation.stable_partials import StabilityConfig
 
 
 def make_turn_strategies(
     config: BriskConfig, speculation: SpeculationStats | None = None,
-    audio_check: SmartTurnCheck | None = None,
+    audio_check=None,
 ) -> UserTurnStrategies:
-    """``audio_check``: the process's Smart Turn model (``Resources.turn_check``), None = words only."""
+    """``audio_check``: the process's audio end-of-turn model (``Resources.turn_check``), None = words only."""
     # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
     # "incomplete" 40% of the time (docs/benchmarks.md, End of turn); a short silence timeout does not.
     if speculation is None:

@@ -251,9 +251,13 @@ class Runtime:
     def _load_turn_check(self):
         if not self.config.turn_audio_check:
             return None
-        from processors.turns.smart_turn_check import SmartTurnCheck
+        if self.config.turn_audio_model == "smart_turn":
+            from processors.turns.smart_turn_check import SmartTurnCheck
 
-        return SmartTurnCheck(threshold=self.config.turn_audio_check_threshold)
+            return SmartTurnCheck(threshold=self.config.turn_audio_check_threshold)
+        from processors.turns.livekit_eot_check import LiveKitEotCheck
+
+        return LiveKitEotCheck(threshold=self.config.turn_audio_check_threshold)
 
     def _load_tts(self):
         if self.config.tts_engine != "hibari":

@@ -5,7 +5,7 @@ Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): t
 ``InputAudioRawFrame``s, VAD frames and the STT's final ``TranscriptionFrame``s. Emits: the turn
 end, through pipecat's ``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited
 for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait),
-``held_by_audio`` (held because Smart Turn judged a finished-looking statement unfinished) and
+``held_by_audio`` (held because the audio model judged finished-looking words unfinished) and
 ``waited_for_final`` (turns whose end waited for the final of the caller's latest words); one
 log line per hold with the reason.
 
@@ -58,7 +58,6 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
 from processors.turns.silence_clock import SilenceClock
-from processors.turns.smart_turn_check import MAX_AUDIO_S, SmartTurnCheck
 from processors.turns.turn_completeness import CompletenessRules, unfinished
 
 # At the longest wait, speech in the audio keeps the turn open this much longer for the VAD to
@@ -70,8 +69,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     """Speech-timeout end of turn that waits up to ``max_wait_s`` after the VAD stop for unfinished words."""
 
     def __init__(self, *, max_wait_s: float = 1.0, rules: CompletenessRules | None = None,
-                 audio_check: SmartTurnCheck | None = None, final_wait_s: float = 3.0,
-                 question_ends_at_final: bool = False, **kwargs):
+                 audio_check=None, final_wait_s: float = 3.0, question_ends_at_final: bool = False, **kwargs):
         """Create the strategy.
 
         Args:
@@ -80,7 +78,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             final_wait_s: Longest wait after the VAD stop for the final transcript of words a
                 partial already heard.
             rules: What counts as unfinished; ``CompletenessRules()`` when None.
-            audio_check: Smart Turn, for statements whose words look finished; None = words only.
+            audio_check: An audio end-of-turn model (``livekit_eot_check.py``, ``smart_turn_check.py``)
+                for turns whose words look finished; None = words only.
             question_ends_at_final: A finished question ends the turn when its final comes
                 after the VAD stop, without the rest of ``user_speech_timeout``.
             **kwargs: ``SpeechTimeoutUserTurnStopStrategy`` arguments (``user_speech_timeout``).
@@ -229,12 +228,12 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         try:
             probability = await asyncio.wait_for(asyncio.shield(self._verdict), timeout=0.3)
         except Exception as error:  # no verdict in time (or the model failed): the words decide
-            logger.debug(f"{self}: no Smart Turn verdict ({error!r}): the words decide")
+            logger.debug(f"{self}: no {self.audio_check.name} verdict ({error!r}): the words decide")
             return None, False
-        logger.debug(f"{self}: Smart Turn: {probability:.2f} finished: [{text}]")
+        logger.debug(f"{self}: {self.audio_check.name}: {probability:.2f} finished: [{text}]")
         if probability < self.audio_check.threshold:
             self.held_by_audio += 1
-            return f"Smart Turn says unfinished ({probability:.2f})", True
+            return f"{self.audio_check.name} says unfinished ({probability:.2f})", True
         return None, False
 
     async def _hold(self, wait_s: float):
@@ -286,5 +285,5 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         samples = np.frombuffer(frame.audio, dtype=np.int16)
         self._audio.append(samples)
         self._audio_samples += len(samples)
-        while self._audio_samples - len(self._audio[0]) > MAX_AUDIO_S * frame.sample_rate:
+        while self._audio_samples - len(self._audio[0]) > self.audio_check.max_audio_s * frame.sample_rate:
             self._audio_samples -= len(self._audio.popleft())

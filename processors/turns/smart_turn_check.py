@@ -28,11 +28,14 @@ MAX_AUDIO_S = 8.0  # the model looks at the last 8 s
 
 
 class SmartTurnCheck:
-    def __init__(self, threshold: float = 0.5):
+    name = "smart_turn"
+    max_audio_s = MAX_AUDIO_S
+
+    def __init__(self, threshold: float | None = None):
         """Load the bundled Smart Turn v3 model (call off the event loop: it takes a moment)."""
         from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 
-        self.threshold = threshold
+        self.threshold = 0.5 if threshold is None else threshold
         self._analyzer = LocalSmartTurnAnalyzerV3()
         self._analyzer.set_sample_rate(MODEL_RATE)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="smart-turn")
