@@ -166,6 +166,10 @@ class BriskConfig(BaseSettings):
         description="Acknowledgements that never interrupt the bot mid-answer (kept in the transcript, "
         "out of the LLM context); unset = uh-huh, mm-hmm, yeah, ok, right, 嗯, 对 and their spellings.",
     )
+    barge_in_resume: bool = Field(
+        True,
+        description="A turn that cut the bot off and ended with no words (a cough, a door) lets the bot say the rest of its answer, from the sentence it was cut in (off: pipecat's LLM prompt to have the caller repeat).",
+    )
 
     # --- ASR ------------------------------------------------------------------------------
     stt: STTStage = Field("whisper", description="Speech to text: whisper (streaming faster-whisper, embedded), or package.module:factory making a pipecat STTService.")

@@ -8,7 +8,7 @@ covered the end of speech and latency reports can line transcripts up with the a
 
 from dataclasses import dataclass
 
-from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
+from pipecat.frames.frames import DataFrame, InterimTranscriptionFrame, TranscriptionFrame
 
 
 @dataclass
@@ -63,3 +63,16 @@ class FinalTranscriptionFrame(TranscriptionFrame):
             f"audio: {self.audio_start_s:.2f}-{self.audio_end_s:.2f} s, "
             f"reused_partial: {self.reused_partial})"
         )
+
+
+@dataclass
+class NoWordsHeardFrame(DataFrame):
+    """The STT's final for an utterance holds no words (a cough, a door, a breath): no transcript
+    of it will come. pipecat has no frame for this: its STT services push nothing, and a turn
+    that began on such a sound waits out the user aggregator's ``user_turn_stop_timeout``.
+
+    Parameters:
+        utterance_id: The utterance (VAD start..stop) it closes.
+    """
+
+    utterance_id: int = 0

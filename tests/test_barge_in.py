@@ -8,6 +8,7 @@ by VAD and transcription frames, the way the VAD and STT processors deliver them
 """
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.utils.time import time_now_iso8601
@@ -46,10 +48,13 @@ from pipecat.workers.runner import WorkerRunner
 
 from agent.caller.loopback import serve_app
 from agent.bench.scripted_llm import ScriptedLLM
+from frames.transcription import NoWordsHeardFrame
 from frames.turn import TURN_ID
 from processors.barge_in.barge_in import BargeIn
 from processors.barge_in.barge_in_policy import BargeInPolicy
+from processors.barge_in.false_interruption import unheard_rest
 from processors.llm.openai_llm import ResilientOpenAILLMService, make_openai_client
+from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from tests.fakes.delay_processor import InstantOutputTransport
 from tests.fakes.in_flight_chunk import InFlightChunk
 from tests.fakes.paced_output import SAMPLE_RATE, PacedOutputTransport, ToneTTSService
@@ -338,7 +343,7 @@ class Rig:
 
 
 @asynccontextmanager
-async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30.0):
+async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30.0, stop=None):
     """A running pipeline wired as agent/call/pipeline.py wires barge-in, on the scripted LLM."""
     llm = ScriptedLLM(ttft_s=0.05, tokens_per_s=tokens_per_s, answer_for=answer_for)
     async with serve_app(llm.app()) as url:
@@ -350,8 +355,9 @@ async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30
             user_params=LLMUserAggregatorParams(
                 user_turn_strategies=UserTurnStrategies(
                     start=[barge_in.start_strategy()],
-                    stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.05)],
-                )
+                    stop=[stop or SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.05)],
+                ),
+                empty_user_turn=EmptyUserTurnConfig(interrupted_prompt=None),
             ),
         )
         tts = ToneTTSService(delay_s=tts_delay_s)
@@ -365,6 +371,7 @@ async def call(answer_for, *, tts_delay_s: float = 0.0, tokens_per_s: float = 30
                     settings=OpenAILLMService.Settings(model="scripted", system_instruction="Be brief."),
                 ),
                 barge_in.tagger(),
+                barge_in.resumer(pair.user()),
                 tts,
                 barge_in.gate(),
                 output,
@@ -508,3 +515,62 @@ async def test_after_an_interruption_the_context_holds_only_what_was_played():
         assert assistant_messages(next_request) == [spoken]
         assert next_request[-1] == {"role": "user", "content": "What about Sunday?"}
         assert not any(third in str(m.get("content")) for m in next_request)
+
+
+async def test_a_turn_with_no_words_that_cut_the_answer_lets_the_bot_go_on_from_the_sentence_it_was_cut_in():
+    # A cough over the bot that Whisper's partial heard as a word: the bot stops; its final has none.
+    first = "Sentence one is here."
+    second = "Sentence two is a good deal longer than the first one was."
+    third = "Sentence three comes last."
+    ends = AdaptiveUserTurnStopStrategy(user_speech_timeout=0.05)  # Brisk's: it ends a turn with no words
+    async with call(lambda _: f"{first} {second} {third}", stop=ends) as rig:
+        await rig.ask("When are you open?")
+        heard_s = len(first) / rig.tts.chars_per_second + 1.0
+        await until(lambda: len(rig.output.audible_writes()) * 0.04 >= heard_s, "sentence two")
+        await rig.start_speaking(partial="You")
+        await until(lambda: rig.barge_in.interruptions, "the interruption")
+        [interruption] = rig.barge_in.interruptions
+        await until(lambda: interruption.reached_output_at, "the interruption at the transport")
+        cut_at = len(rig.output.writes)
+        await rig.worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.2))
+        await rig.worker.queue_frame(NoWordsHeardFrame(utterance_id=1))  # the STT's final: no words
+        await until(lambda: rig.barge_in.resumed, "the bot to go on", timeout=3)
+        resumed_at = time.monotonic()
+        assert ends.ended_without_words == 1
+        went_on = len(second + third) / rig.tts.chars_per_second
+        await until(lambda: len(rig.output.audible_writes()) - cut_at >= went_on / 0.04 * 0.9, "the rest to be heard",
+                    timeout=10)
+
+        assert rig.barge_in.resumed == [f"{second} {third}"]
+        assert len(rig.llm.requests) == 1  # said on, not asked again
+        # Nothing of the cut turn went out after the cut; the rest is a turn of its own, said after the pause.
+        assert interruption.stale_frames == 0 and rig.barge_in.stale_frames == 0
+        assert [w for w in rig.output.writes if interruption.reached_output_at < w.started_at < resumed_at] == []
+        assert [t.kind for t in rig.barge_in.turns] == ["answer", "utterance"]
+        await until(lambda: len(assistant_messages(rig.context.messages)) == 2, "the rest in the context")
+        assert assistant_messages(rig.context.messages) == [interruption.spoken_text, f"{second} {third}"]
+        assert interruption.spoken_text.startswith(f"{first} Sentence two")
+
+
+async def test_words_after_the_cut_are_answered_and_the_cut_answer_is_not_said_on():
+    answers = iter(["Sentence one is here. Sentence two is a good deal longer than the first one was.",
+                    "Sunday is closed."])
+    async with call(lambda _: next(answers)) as rig:
+        await rig.ask("When are you open?")
+        await until(lambda: len(rig.output.audible_writes()) >= 30, "the bot to be heard")
+        await rig.start_speaking(partial="What about")
+        await until(lambda: rig.barge_in.interruptions, "the interruption")
+        await rig.stop_speaking("What about Sunday?")
+        await until(lambda: len(rig.llm.requests) == 2, "the next question")
+        await until(lambda: "Sunday is closed." in assistant_messages(rig.context.messages), "its answer")
+        assert rig.barge_in.resumed == []
+
+
+@pytest.mark.parametrize("heard, rest", [
+    ("", "We open at nine. On Sundays at ten. Bring a photo ID."),
+    ("We open at nine. On Sundays", "On Sundays at ten. Bring a photo ID."),
+    ("We open at nine.", "On Sundays at ten. Bring a photo ID."),
+    ("We open at nine. On Sundays at ten. Bring a photo ID.", ""),
+])
+def test_an_answer_goes_on_from_the_first_sentence_not_heard_whole(heard, rest):
+    assert unheard_rest("We open at nine.  On Sundays at ten. Bring a photo ID.", heard) == rest

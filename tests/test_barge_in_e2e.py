@@ -12,6 +12,7 @@ import time
 from urllib.parse import quote
 
 import httpx
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -203,3 +204,48 @@ async def test_a_backchannel_over_the_answer_lets_the_bot_finish_and_is_reported
     assert [m["content"] for m in call.context.messages if m["role"] == "assistant"] == [SHORT_ANSWER]
     [user] = [m["content"] for m in call.context.messages if m["role"] == "user"]  # the question only
     assert "hours" in user.lower()
+
+
+def cough(sample_rate: int) -> np.ndarray:
+    """Two coughs: bursts of band-limited noise, sharp onset and ~0.25 s decay, as loud as speech."""
+    rng = np.random.default_rng(7)
+    burst_s, gap_s = 0.3, 0.15
+    t = np.arange(round(burst_s * sample_rate)) / sample_rate
+    envelope = np.minimum(t / 0.015, 1.0) * np.exp(-t / 0.09)
+    kernel = np.hanning(9) / np.hanning(9).sum()  # a gentle low-pass: a chest, not a hiss
+    bursts = [np.convolve(rng.standard_normal(len(t)), kernel, mode="same") * envelope for _ in range(2)]
+    gap = np.zeros(round(gap_s * sample_rate))
+    sound = np.concatenate([bursts[0], gap, bursts[1], np.zeros(round(0.6 * sample_rate))])
+    return (sound / np.abs(sound).max() * 0.6 * 32767).astype(np.int16)
+
+
+async def test_a_cough_over_the_answer_does_not_end_it_the_whole_answer_is_heard(served):
+    question = synthesize_speech("What are your hours?", tail_silence=0.0)
+    mic = ScriptedMicrophone(question.sample_rate)
+    barge_in = await dial(served, mic)
+    caller = served.caller
+    try:
+        mic.say(question.samples)
+        await until(lambda: len(audible(caller)) * 0.02 >= 1.0, "the answer under way", timeout=30)
+        said = mic.say(cough(question.sample_rate))
+        await said.done.wait()
+        call = served.app.state.calls.calls[caller.pc_id]
+
+        def heard() -> str:
+            return " ".join(m["content"] for m in call.context.messages if m["role"] == "assistant")
+
+        # The answer's last sentence reaches the context once it went out: never stopped, or said on.
+        last_sentence = SHORT_ANSWER.split(". ")[-1]
+        await until(lambda: heard().endswith(last_sentence), lambda: f"the answer to go on: [{heard()}]", timeout=30)
+        await asyncio.sleep(0.5)
+    finally:
+        await caller.close()
+
+    print(f"\ncough over the answer: interruptions {[(i.phase, i.text) for i in barge_in.interruptions]}, "
+          f"said on {barge_in.resumed}")
+    assert [r for r in served.llm.requests if r.received_at > said.sent_at[0] and r.tokens_sent] == []
+    assert barge_in.stale_frames == 0
+    assert len(barge_in.resumed) == len(barge_in.interruptions)  # each stop, if any, was said on
+    assert audible(caller, after=said.sent_at[-1])  # the bot was still talking after the cough
+    [user] = [m["content"] for m in call.context.messages if m["role"] in ("user", "developer")]
+    assert "hours" in user.lower()  # nothing of the cough reached the LLM

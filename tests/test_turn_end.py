@@ -25,10 +25,11 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair, LLMUserAggregatorParams
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
-from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
 from processors.turns.turn_completeness import unfinished
@@ -86,7 +87,9 @@ async def turn_rig(audio_check=None, **options):
     options = {"user_speech_timeout": TIMEOUT_S, "max_wait_s": MAX_WAIT_S} | options
     strategy = AdaptiveUserTurnStopStrategy(audio_check=audio_check, **options)
     pair = LLMContextAggregatorPair(
-        LLMContext(), user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy])))
+        LLMContext(), user_params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(stop=[strategy]),
+            empty_user_turn=EmptyUserTurnConfig(interrupted_prompt=None)))  # as agent/call/pipeline.py builds it
     ends = TurnEnds()
     worker = PipelineWorker(Pipeline([pair.user(), ends]), params=PipelineParams(), cancel_on_idle_timeout=False)
     running = started(worker)
@@ -184,6 +187,31 @@ async def test_a_statement_smart_turn_calls_finished_ends_at_the_short_timeout()
         await ends.wait_for(1)
     [end] = ends.ends
     assert end - stopped < 0.3 and strategy.held == 0
+
+
+async def test_a_turn_whose_sound_held_no_words_ends_at_that_final_and_asks_nothing():
+    async with turn_rig() as (worker, strategy, ends):
+        await worker.queue_frame(VADUserStartedSpeakingFrame())
+        for audio in [LOUD] * 15 + [SILENT] * 15:
+            await worker.queue_frame(InputAudioRawFrame(audio=audio, sample_rate=16000, num_channels=1))
+        await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
+        await worker.queue_frame(NoWordsHeardFrame(utterance_id=1))
+        await until(lambda: ends.ends, "the turn to end", timeout=2)  # not the aggregator's 5 s
+        await asyncio.sleep(0.2)
+    assert strategy.ended_without_words == 1 and ends.asked == []
+
+
+async def test_a_sound_with_no_words_inside_a_turn_with_words_does_not_end_it_early():
+    async with turn_rig() as (worker, strategy, ends):
+        await utterance(worker, "My order number is")
+        await worker.queue_frame(VADUserStartedSpeakingFrame())
+        await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
+        await worker.queue_frame(NoWordsHeardFrame(utterance_id=2))  # a cough while they look it up
+        await asyncio.sleep(0.3)
+        assert ends.ends == []
+        await utterance(worker, "4572.")
+        await ends.wait_for(1)
+    assert strategy.ended_without_words == 0 and ends.asked == ["My order number is 4572."]
 
 
 async def test_a_slow_final_of_the_words_after_a_pause_is_waited_for_and_the_question_is_asked_whole():

@@ -41,11 +41,12 @@ cancelled, not a wrong one; here it is counted as the cut-off it is.
 from __future__ import annotations
 
 import asyncio
-import time
 import re
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+import psutil
 from pipecat.frames.frames import EndFrame, Frame, InputAudioRawFrame, LLMContextFrame
 from pipecat.pipeline.parallel_pipeline import ParallelPipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -348,8 +349,10 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
     vocabulary = vocabulary_of(config.business_definition) if config.stt_vocabulary else None
     engine = WhisperEngine.load(str(whisper_model_path(config.whisper_model)),
                                 cpu_threads=config.whisper_threads, vocabulary=vocabulary)
-    checks = {"smart_turn": SmartTurnCheck(threshold=config.turn_audio_check_threshold),
-              "livekit_eot": LiveKitEotCheck(threshold=config.turn_audio_check_threshold)}
+    before = psutil.Process().memory_info().rss
+    livekit = LiveKitEotCheck(threshold=config.turn_audio_check_threshold)
+    audio_model = await measure_audio_model(livekit, before)
+    checks = {"smart_turn": SmartTurnCheck(threshold=config.turn_audio_check_threshold), "livekit_eot": livekit}
     corpus = [u for u in TURNS_CORPUS + NEURAL_TURNS if only is None or u.id in only]
     neural = NeuralVoice() if any(u.voice == "hibari" for u in corpus) else None
     if turns is not None:
@@ -375,11 +378,31 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
                    "turn_audio_check": config.turn_audio_check, "turn_audio_model": config.turn_audio_model,
                    "turn_audio_check_threshold": config.turn_audio_check_threshold, "whisper_model": config.whisper_model,
                    "utterances": len(rows), "paused": sum(r["kind"] == "paused" for r in rows)},
+        "audio_model": audio_model,
         "policies": summarize(rows),
         "voices": {family: summarize([r for r in rows if _family(r["voice"]) == family])
                    for family in ("espeak", "natural") if any(_family(r["voice"]) == family for r in rows)},
         "utterances": rows,
     }
+
+
+async def measure_audio_model(check: LiveKitEotCheck, rss_before: int) -> dict:
+    """What LiveKit's end-of-turn model costs a call: its memory (``rss_before``: the process's RSS
+    before it was made), one prediction's time, and the wall time of three calls pausing at once."""
+    clip = render_turn(TURNS_CORPUS[0])
+    audio = clip.samples[: round((clip.speech_end_s + 0.3) * RATE)]
+    await check.probability(audio, RATE)  # the first one sets the session up
+    mb = (psutil.Process().memory_info().rss - rss_before) / 2**20
+    one, three = [], []
+    for _ in range(10):
+        started = time.perf_counter()
+        await check.probability(audio, RATE)
+        one.append((time.perf_counter() - started) * 1000)
+    for _ in range(10):
+        started = time.perf_counter()
+        await asyncio.gather(*(check.probability(audio, RATE) for _ in range(3)))
+        three.append((time.perf_counter() - started) * 1000)
+    return {"model": check.name, "mb": round(mb), "ms_one": percentiles(one), "ms_three_at_once": percentiles(three)}
 
 
 def _family(voice: str) -> str:
@@ -392,6 +415,9 @@ def format_turns(result: dict) -> str:
     lines = [
         f"End of turn: {c['utterances']} utterances ({c['paused']} with a pause mid-sentence), "
         f"same audio, VAD and transcripts for every policy"]
+    if model := result.get("audio_model"):
+        lines.append(f"audio model {model['model']}: {model['mb']} MB; one prediction P50 {fmt(model['ms_one']['p50'])} ms, "
+                     f"three calls' at once {fmt(model['ms_three_at_once']['p50'])} ms (wall), off the event loop")
     lines += _table("all voices", result["policies"])
     for family, policies in result.get("voices", {}).items():
         lines += _table(f"{family} voices", policies)

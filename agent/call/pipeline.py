@@ -21,7 +21,8 @@ Transports are made next to their routes (agent/transports/).
 Barge-in (processors/barge_in/barge_in.py): its user turn start strategy decides when
 speech over the bot interrupts it, a tagger right after the LLM numbers bot turns, a gate before
 the output transport drops anything of an interrupted turn (and stops the transport at the
-decision), and a tracker after it rewrites a cut answer in the context to what was played.
+decision), and a tracker after it rewrites a cut answer in the context to what was played; when
+the turn that cut the bot ends with no words, the resumer after the tagger says the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.audio.vad_processor import VADProcessor
 from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
 from pipecat.transports.base_transport import BaseTransport
+from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
 
 from agent.call.call_control import CallControl
 from agent.call.conversation import IdleCaller, greeting_frames
@@ -194,6 +196,8 @@ def build_call(
         user_params=LLMUserAggregatorParams(
             user_turn_strategies=turn_strategies,
             user_idle_timeout=config.user_idle_secs,
+            # A wordless turn that cut an answer is the resumer's (below), not pipecat's prompt.
+            empty_user_turn=EmptyUserTurnConfig(interrupted_prompt=None) if config.barge_in_resume else EmptyUserTurnConfig(),
         ),
     )
     idle = None
@@ -228,6 +232,7 @@ def build_call(
         *([check] if check else []),  # right after the LLM: nothing unchecked goes on
         *([filler] if filler else []),
         barge_in.tagger(),  # right after the LLM, in its push order
+        *([barge_in.resumer(aggregators.user())] if config.barge_in_resume else []),
         *insert.get("after_llm", ()),
         SentenceChunker(chunking(config)),  # the first clause at once, then whole sentences
         tts := make_tts(resources, speculative_audio),

@@ -19,6 +19,8 @@ says why). Wire them as
   transport and, on a decided cut, sends an ``InterruptionFrame`` straight on to it.
 - ``PlaybackTracker`` (processors/barge_in/playback_tracker.py) knows what went out, records each
   interruption and rewrites the cut turn's context message to what was heard.
+- ``FalseInterruptionResume`` (processors/barge_in/false_interruption.py), right after the
+  tagger: when the turn that cut the bot ends with no words, the bot says the rest of its answer.
 
 The client is told to stop by pipecat itself once an ``InterruptionFrame`` reaches the output
 transport: queued audio is dropped (WebRTC then sends silence), a Twilio serializer sends a
@@ -28,9 +30,10 @@ the interruption cancels its task; the TTS drops its audio contexts.
 
 from __future__ import annotations
 
-from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator, LLMUserAggregator
 
 from frames.turn import BargeInDecisionFrame
+from processors.barge_in.false_interruption import FalseInterruptionResume
 from processors.barge_in.playback_tracker import BotTurn, Interruption, PlaybackTracker
 from processors.barge_in.stale_turn_gate import StaleTurnGate
 from processors.barge_in.stale_turns import StaleTurns
@@ -64,6 +67,7 @@ class BargeIn:
         self._tagger: TurnTagger | None = None
         self._tracker: PlaybackTracker | None = None
         self._gate: StaleTurnGate | None = None
+        self._resume: FalseInterruptionResume | None = None
 
     def start_strategy(self, **kwargs) -> BargeInUserTurnStartStrategy:
         """The user turn start strategy."""
@@ -74,6 +78,21 @@ class BargeIn:
         """The processor to put right after the LLM."""
         self._tagger = TurnTagger(self._stale)
         return self._tagger
+
+    def resumer(self, user: LLMUserAggregator) -> FalseInterruptionResume:
+        """The processor to put right after the tagger; ``user`` must be built with
+        ``EmptyUserTurnConfig(interrupted_prompt=None)`` (see false_interruption.py)."""
+        self._resume = FalseInterruptionResume(user, self._heard)
+        return self._resume
+
+    def _heard(self, turn_id: int) -> str | None:
+        cut = next((i for i in reversed(self.interruptions) if i.turn_id == turn_id), None)
+        return cut.spoken_text if cut else None
+
+    @property
+    def resumed(self) -> list[str]:
+        """The rests of cut answers said after a turn with no words."""
+        return self._resume.resumed if self._resume else []
 
     def gate(self) -> StaleTurnGate:
         """The processor to put right before the output transport."""

@@ -9,12 +9,13 @@ arrives: a stream resampler held back 65 ms of it at the median, 111 ms at most
 
 Emits ``PartialTranscriptionFrame`` every ``partial_interval_s`` while the user speaks (at most
 one transcription in flight, always of the newest audio of the current utterance only), and one
-``FinalTranscriptionFrame`` (``finalized=True``) per utterance after the VAD stop: a partial that
-already covered the end of speech (or heard every sound, the rest being quiet) is promoted as is,
-otherwise the utterance is transcribed once. A pause after finished words gets one partial, then
-none until sound comes again: quiet adds no words, and the cores are wanted at the turn's end.
-No partial follows the VAD stop, except one: while a final waits for its review (below), its
-words as first heard, so the turn strategy drafts an answer on them meanwhile.
+``FinalTranscriptionFrame`` (``finalized=True``) per utterance after the VAD stop (a
+``NoWordsHeardFrame`` when it has no words: a cough): a partial that already covered the end of
+speech (or heard every sound, the rest being quiet) is promoted as is, otherwise the utterance is
+transcribed once. A pause after finished words gets one partial, then none until sound comes
+again: quiet adds no words, and the cores are wanted at the turn's end. No partial follows the
+VAD stop, except one: while a final waits for its review (below), its words as first heard, so
+the turn strategy drafts an answer on them meanwhile.
 
 A final the scheduler ``doubts`` is heard again by its second opinion before it is pushed. With
 ``review_early``, that review starts on the first partial whose words repeat the one before, or
@@ -55,7 +56,7 @@ from pipecat.services.stt_service import STTService
 from pipecat.transcriptions.language import Language
 from pipecat.utils.time import time_now_iso8601
 
-from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.stt.partial_stats import PartialJob, PartialStats
 from processors.stt.speech_energy import from_onset
 from processors.turns.comparison_form import comparison_form
@@ -108,9 +109,7 @@ class StreamingWhisperSTTService(STTService):
                 the module docstring).
             **kwargs: Passed to ``STTService``.
         """
-        kwargs.setdefault(
-            "settings", STTSettings(model=engine.name, language=Language(engine.language))
-        )
+        kwargs.setdefault("settings", STTSettings(model=engine.name, language=Language(engine.language)))
         # Finals arrive finalized, so turn strategies only fall back to this wait when an
         # utterance produced no text at all.
         kwargs.setdefault("ttfs_p99_latency", DEFAULT_TTFS_P99)
@@ -501,6 +500,7 @@ class StreamingWhisperSTTService(STTService):
         text = source.result.transcript
         logger.debug(f"{self}: final [{text}] (utterance {utterance.id}, reused partial: {reused})")
         if not text:
+            await self.push_frame(NoWordsHeardFrame(utterance_id=utterance.id))
             return
         await self.emit_stt_usage_metrics()
         await self.push_frame(

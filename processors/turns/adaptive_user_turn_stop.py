@@ -2,11 +2,13 @@
 after an unfinished one.
 
 Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): the caller's
-``InputAudioRawFrame``s, VAD frames and the STT's final ``TranscriptionFrame``s. Emits: the turn
+``InputAudioRawFrame``s, VAD frames, the STT's final ``TranscriptionFrame``s and its
+``NoWordsHeardFrame``s. Emits: the turn
 end, through pipecat's ``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited
 for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait),
-``held_by_audio`` (held because the audio model judged finished-looking words unfinished) and
-``waited_for_final`` (turns whose end waited for the final of the caller's latest words); one
+``held_by_audio`` (held because the audio model judged finished-looking words unfinished),
+``waited_for_final`` (turns whose end waited for the final of the caller's latest words) and
+``ended_without_words`` (turns whose sound the STT found no words in, ended at that final); one
 log line per hold with the reason.
 
 pipecat's ``SpeechTimeoutUserTurnStopStrategy`` ends the turn ``user_speech_timeout`` after the
@@ -15,8 +17,8 @@ VAD stop. This subclass keeps that for words that can end a turn; when they can'
 the end until the caller speaks again (the base then discards the pending end, as it does for
 any resumed speech), a later transcript of the turn is finished, or ``max_wait_s`` after the VAD
 stop has passed. A statement the words call finished (not a question) is also put to
-``audio_check`` (``smart_turn_check.py``, started at the VAD stop so it is ready by the
-timeout), and held the same way when the audio says unfinished. At the longest wait, audio that
+``audio_check`` (``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so
+it is ready by the timeout), and held the same way when the audio says unfinished. At the longest wait, audio that
 is speech again (the caller resuming, before the VAD has said so) keeps the turn open a moment
 longer.
 
@@ -26,7 +28,12 @@ on after a pause, the first half's final is already there, and on a machine whos
 slower than that P99 the turn ended on the first half alone — "What time do you open on
 Saturday?" answered while "Or on Sunday?" was still being transcribed. So once a partial with
 words has come for an utterance (``PartialTranscriptionFrame.utterance_id``), its final is waited
-for, up to ``final_wait_s`` after the VAD stop (a final with no words is never pushed).
+for, up to ``final_wait_s`` after the VAD stop, or until the STT says it held no words.
+
+A turn whose sound held no words at all (the STT's ``NoWordsHeardFrame``: a cough that started
+it, or that cut the bot off because a partial heard a word in it) ends at that final, with
+nothing said: pipecat's base would wait for a transcript until the aggregator's 5 s timeout.
+
 Subclasses that settle something at the turn end (speculative drafts) override
 ``end_of_turn``, which runs only once the hold is over.
 
@@ -56,7 +63,7 @@ from pipecat.frames.frames import (
 from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
-from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
+from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.silence_clock import SilenceClock
 from processors.turns.turn_completeness import CompletenessRules, unfinished
 
@@ -95,6 +102,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self.waited_for_final = 0
         self.question_ends_at_final = question_ends_at_final
         self.ended_at_final = 0
+        self.ended_without_words = 0
+        self._in_turn = False
         self.silence = SilenceClock()
         self._finals: list[str] = []
         self._audio: deque[np.ndarray] = deque()
@@ -123,12 +132,14 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         return self._worded_utterance > self._final_utterance
 
     async def handle_user_turn_started(self):
+        self._in_turn = True
         await super().handle_user_turn_started()
         await self._cancel_hold()
         await self._cancel_final_wait()
         self._finals.clear()
 
     async def handle_user_turn_stopped(self):
+        self._in_turn = False
         await super().handle_user_turn_stopped()
         self._paused = False  # a final that comes now is not this turn's end
         await self._cancel_hold()
@@ -162,7 +173,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                     self.audio_check.probability(samples, self._sample_rate))
         elif isinstance(frame, PartialTranscriptionFrame) and frame.text.strip():
             self._worded_utterance = max(self._worded_utterance, frame.utterance_id)
-        if isinstance(frame, FinalTranscriptionFrame):
+        if isinstance(frame, (FinalTranscriptionFrame, NoWordsHeardFrame)):
             self._final_utterance = max(self._final_utterance, frame.utterance_id)
             if not self.final_awaited:
                 await self._cancel_final_wait()  # the base ends the turn on this final, if it may
@@ -176,7 +187,18 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             self.ended_at_final += 1
             logger.debug(f"{self}: a finished question's final is in: the turn ends: [{self.turn_text}]")
             await self.trigger_user_turn_stopped()
+        elif isinstance(frame, NoWordsHeardFrame) and self._wordless_turn_over():
+            # pipecat's base waits for a transcript that will not come, until the aggregator's
+            # user_turn_stop_timeout (5 s); a bot this sound cut off would be silent all that time.
+            self.ended_without_words += 1
+            logger.debug(f"{self}: the turn's sound held no words: it ends")
+            await self.end_of_turn()
         return result
+
+    def _wordless_turn_over(self) -> bool:
+        """A turn is in progress, the caller paused, and nothing they said in it had words."""
+        return (self._in_turn and self._paused and not self._finals and not self.final_awaited
+                and not self.holding and not self._speech_now())
 
     def _question_answerable_now(self) -> bool:
         """The caller paused after asking a whole question, and every final of it is in."""
