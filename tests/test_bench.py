@@ -16,7 +16,7 @@ import pytest
 
 
 from agent.bench.ab import parse_args
-from agent.bench.calls import answering_record, answers_into_a_pause, heard_answer, rebased_stages
+from agent.bench.calls import answering_record, answers_into_a_pause, heard_answer, measured_turn_start_s, rebased_stages
 from agent.bench.corpus import CORPUS, LEAD_SILENCE_S, QUICK_IDS, TAIL_SILENCE_S, render, select
 from agent.bench.meters import (
     LLM_KEYS,
@@ -284,6 +284,20 @@ def test_a_fragment_whose_answer_went_out_before_the_speech_ended_is_an_answer_i
     answer = {"t0_monotonic": 12.0, "stages_ms": {"first_audio_out": 800.0}}
     assert answers_into_a_pause([spoken_into_it, cut_before_audio, answer], end=12.0) == 1
     assert answers_into_a_pause([answer], end=12.0) == 0
+    # A follow-up: the first question's answer went out before the second question began.
+    first_question = {"t0_monotonic": 2.0, "stages_ms": {"first_audio_out": 600.0}}
+    assert answers_into_a_pause([first_question, spoken_into_it, answer], end=12.0, since=9.0) == 1
+
+
+def test_a_follow_ups_measured_turn_begins_after_its_long_silence():
+    from agent.bench.corpus import Clip, spoken
+
+    samples = np.concatenate([np.zeros(1600), np.ones(3200), np.zeros(128000), np.ones(4800), np.zeros(800)])
+    follow_up = spoken("f", "follow-up", "en-us", 160, "Open Saturday?", 8000, "And close?")
+    clip = Clip(follow_up, samples.astype(np.int16), 16000, 10.5, 10.5, None)
+    assert measured_turn_start_s(clip) == pytest.approx((1600 + 3200 + 128000) / 16000)
+    assert measured_turn_start_s(Clip(spoken("s", "short", "en-us", 160, "Hi"), samples.astype(np.int16),
+                                      16000, 10.5, 10.5, None)) is None
 
 
 # -- LLM and CPU accounting -----------------------------------------------------------------------

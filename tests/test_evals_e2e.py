@@ -1,7 +1,8 @@
 """`python -m agent eval`: pipecat.evals scenario files run against Brisk's own pipeline.
 
 Every shipped business's scenarios pass over real calls of the embedded default (Silero, tiny.en, Qwen
-0.5B on llama-server), in text modality through pipecat's eval harness and WebSocket transport;
+0.5B on llama-server), in text modality through pipecat's eval harness and WebSocket transport
+(each file's barge-in scenario spoken: the caller cuts in over a long answer);
 two scenarios run at once each on a call of its own; and the real command, in its own process,
 runs a file written here (outside the project), exits non-zero naming the scenario that cannot
 pass, says plainly that the embedded model cannot judge an `eval:` criterion, and writes its
@@ -49,6 +50,15 @@ async def test_the_shops_own_scenarios_pass_over_its_own_pipeline(runtime):
     names = {s["name"] for s in result["scenarios"]}
     assert {"harbor-lane-bikes/rental-booked-by-its-form", "harbor-lane-bikes/order-keyed-after-asking"} <= names
     assert all(t["status"] == "passed" for s in result["scenarios"] for t in s["turns"])
+    assert_cut_in(result)
+
+
+def assert_cut_in(result: dict):
+    """The barge-in scenario ran spoken, cut the bot's answer and had the new question answered."""
+    [cut_in] = [s for s in result["scenarios"] if s["name"].endswith("/cutting-in-over-an-answer")]
+    hours, phone = cut_in["heard"][:2]
+    assert hours["interrupted"] and "hours" in hours["user_text"].lower(), cut_in["heard"]
+    assert "phone" in phone["user_text"].lower() and phone["v2v_ms"] > 0
 
 
 async def test_spoken_the_same_scenario_is_heard_through_a_real_call_and_each_turn_has_its_v2v(runtime):
@@ -129,6 +139,7 @@ def test_every_example_business_passes_its_own_scenarios(business, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["failed"] == 0 and result["passed"] == len(result["scenarios"]) >= 5
+    assert_cut_in(result)
 
 
 JUDGED = """

@@ -13,6 +13,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from agent.bench.corpus import Clip
@@ -48,10 +49,22 @@ def answering_record(records: list[dict], end: float) -> dict | None:
     return records[-1] if records else None
 
 
-def answers_into_a_pause(records: list[dict], end: float) -> int:
+def answers_into_a_pause(records: list[dict], end: float, since: float | None = None) -> int:
     """How many of a split turn's fragments had answer audio go out before the speech ended:
-    the bot talking into the caller's pause, before turn continuation cut it and answered the whole."""
-    return sum(sent is not None and sent <= end for sent in map(answer_out, records))
+    the bot talking into the caller's pause, before turn continuation cut it and answered the whole.
+    ``since``: where the measured turn began (a follow-up's second question); the answer to the
+    question before it is that question's, not one into a pause."""
+    return sum(sent is not None and sent <= end and (since is None or sent > since)
+               for sent in map(answer_out, records))
+
+
+def measured_turn_start_s(clip) -> float | None:
+    """Where a follow-up's measured turn (its last question) begins in the clip, in seconds: after
+    its longest silence, the turn boundary it was written with. None for any other utterance."""
+    if clip.utterance.kind != "follow-up":
+        return None
+    voiced = np.flatnonzero(clip.samples)
+    return float(voiced[int(np.argmax(np.diff(voiced))) + 1] / clip.sample_rate)
 
 
 def answer_out(record: dict | None) -> float | None:
@@ -132,6 +145,8 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
     try:
         await asyncio.wait_for(mic.finished.wait(), timeout=clip.duration_s + 30)
         end = mic.time_of_sample(round(clip.speech_end_s * clip.sample_rate))
+        turn_start_s = measured_turn_start_s(clip)
+        since = None if turn_start_s is None else mic.time_of_sample(round(turn_start_s * clip.sample_rate))
         first, cut = await first_audible_answer(caller, end, done)
         cpu = time.process_time() - cpu0
         llm_cpu1 = process_cpu_s(llm_pid)
@@ -172,7 +187,7 @@ async def bench_call(side: Side, clip: Clip, meter: LLMMeter, llm_pid: int | Non
         "wer": round(word_error_rate(utterance.text, user_text), 3),
         "bot_text": (record or {}).get("bot_text", ""),
         "pipeline_turns": len(records),
-        "answers_into_a_pause": answers_into_a_pause(records, end),
+        "answers_into_a_pause": answers_into_a_pause(records, end, since),
         "speculative": bool((record or {}).get("speculative")),
         "fast_path": (record or {}).get("fast_path"),  # the intent, when answered without the LLM
         "cpu_s": {
