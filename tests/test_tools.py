@@ -60,6 +60,10 @@ def test_a_booking_request_holds_the_bike_day_and_count_it_names():
     assert [arguments.from_answer(rental, "count", said, TUESDAY) for said in ("Just one.", "Two bikes.")] == [1, 2]
     assert words.day("tomorrow, please", TUESDAY) == date(2026, 12, 2)
     assert words.name("My name is Anna Lee.") == "Anna Lee"
+    # A name a request states, however the caller puts it; a request without one states none.
+    assert [words.stated_name(said) for said in (
+        "Book it for Saturday, my name's Anna Lee.", "Thursday please. The name's Sam Hill.",
+        "Put it under the name of Jo Bloggs", "Can I book a bike for Saturday?")] == ["Anna Lee", "Sam Hill", "Jo Bloggs", None]
     assert (words.yes_or_no("Yes, please."), words.yes_or_no("No, that's wrong."), words.yes_or_no("Hmm.")) == (True, False, None)
 
 

@@ -85,7 +85,7 @@ def name(text: str) -> str | None:
     return " ".join(w[:1].upper() + w[1:] for w in words)
 
 
-_STATED_NAME = re.compile(r"\b(?:my name is|my name's|name is|under the name(?: of)?)\s+([^,.;!?]+?)(?:\s+and\b|[,.;!?]|$)", re.I)
+_STATED_NAME = re.compile(r"\b(?:(?:my|the) name(?: is|'s)|name is|under the name(?: of)?)\s+([^,.;!?]+?)(?:\s+and\b|[,.;!?]|$)", re.I)
 
 
 def stated_name(text: str) -> str | None:
