@@ -266,10 +266,9 @@ class _TurnEnds(FrameProcessor):
 
 def stop_strategies(policy: str, config: BriskConfig, checks: dict) -> list:
     """One policy's stop strategies; ``checks``: the audio models by name (``smart_turn``, ``livekit_eot``)."""
-    if policy.startswith("brisk") and policy != "brisk_fixed":
-        check = {"brisk_audio": checks["smart_turn"], "brisk_words": None}.get(policy)
-        if policy == "brisk" and config.turn_audio_check:
-            check = checks[config.turn_audio_model]
+    if policy in ("brisk", "brisk_words", "brisk_audio"):
+        check = {"brisk": checks[config.turn_audio_model] if config.turn_audio_check else None,
+                 "brisk_words": None, "brisk_audio": checks["smart_turn"]}[policy]
         return [AdaptiveUserTurnStopStrategy(user_speech_timeout=config.turn_stop_timeout_secs,
                                              max_wait_s=config.turn_unfinished_wait_secs,
                                              final_wait_s=config.turn_final_wait_secs,

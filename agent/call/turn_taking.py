@@ -26,8 +26,8 @@ def make_turn_strategies(
     audio_check=None,
 ) -> UserTurnStrategies:
     """``audio_check``: the process's audio end-of-turn model (``Resources.turn_check``), None = words only."""
-    # Smart Turn costs ~166 ms per inference here and judged flat TTS-voiced questions
-    # "incomplete" 40% of the time (docs/benchmarks.md, End of turn); a short silence timeout does not.
+    # Questions are never put to the audio model: asked about them too, it cut no fewer paused
+    # utterances and ended finished ones later (docs/benchmarks.md, End of turn).
     if speculation is None:
         return UserTurnStrategies(stop=[AdaptiveUserTurnStopStrategy(
             user_speech_timeout=config.turn_stop_timeout_secs, max_wait_s=config.turn_unfinished_wait_secs,

@@ -7,7 +7,8 @@ known at once on both sides of the TTS, which turns are stale (``processors/barg
 says why). Wire them as
 
     user aggregator (start strategy: barge_in.start_strategy()) -> LLM -> barge_in.tagger()
-        -> [sentence chunker] -> TTS -> barge_in.gate() -> transport.output()
+        -> [barge_in.resumer(user aggregator)] -> [sentence chunker] -> TTS -> barge_in.gate()
+        -> transport.output()
         -> barge_in.playback(assistant aggregator) -> assistant aggregator
 
 - ``BargeInUserTurnStartStrategy`` (processors/barge_in/barge_in_user_turn_start.py) decides,

@@ -3,9 +3,9 @@ after an unfinished one.
 
 Consumes (as a pipecat user turn stop strategy, inside ``LLMUserAggregator``): the caller's
 ``InputAudioRawFrame``s, VAD frames, the STT's final ``TranscriptionFrame``s and its
-``NoWordsHeardFrame``s. Emits: the turn
-end, through pipecat's ``trigger_user_turn_stopped``. Measures: ``held`` (turns whose end waited
-for more words), ``released_by_timeout`` (of those, the ones that ended at the longest wait),
+``NoWordsHeardFrame``s. Emits: the turn end, through pipecat's ``trigger_user_turn_stopped``.
+Measures: ``held`` (turns whose end waited for more words), ``released_by_timeout`` (of those,
+the ones that ended at the longest wait),
 ``held_by_audio`` (held because the audio model judged finished-looking words unfinished),
 ``waited_for_final`` (turns whose end waited for the final of the caller's latest words) and
 ``ended_without_words`` (turns whose sound the STT found no words in, ended at that final); one
@@ -18,9 +18,9 @@ the end until the caller speaks again (the base then discards the pending end, a
 any resumed speech), a later transcript of the turn is finished, or ``max_wait_s`` after the VAD
 stop has passed. A statement the words call finished (not a question) is also put to
 ``audio_check`` (``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so
-it is ready by the timeout), and held the same way when the audio says unfinished. At the longest wait, audio that
-is speech again (the caller resuming, before the VAD has said so) keeps the turn open a moment
-longer.
+it is ready by the timeout), and held the same way when the audio says unfinished. At the longest
+wait, audio that is speech again (the caller resuming, before the VAD has said so) keeps the turn
+open a moment longer.
 
 A turn also never ends before the final transcript of the caller's latest words. pipecat's base
 waits for *a* transcript, and for the STT only up to its P99 after the VAD stop: when a turn went
