@@ -9,7 +9,7 @@
     python -m agent bench --suite faq [--llm embedded|scripted] [--turns N] [--json PATH]
     python -m agent bench --suite faq --business FILE [--business FILE ...] [--questions FILE] [--text]
     python -m agent bench --suite faq --condition web,phone,noisy,phone+noisy [--business FILE ...]
-    python -m agent bench --suite turns [--turns N] [--json PATH]
+    python -m agent bench --suite turns [--turns N] [--condition web,phone,...] [--json PATH]
     python -m agent config-docs [--check]
     python -m agent eval SCENARIOS.yaml [...] [--audio] [--json OUT] [--junit OUT]
 """

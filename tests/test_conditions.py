@@ -35,11 +35,12 @@ def test_a_run_names_its_conditions_as_channels_and_noises():
         parse_conditions("phone,phone")
 
 
-def test_the_bench_takes_conditions_for_the_faq_suite_only():
+def test_the_bench_takes_conditions_for_the_faq_and_turns_suites_only():
     args = parse_args(["--suite", "faq", "--condition", "web,phone+noisy"])
     assert [c.name for c in args.condition] == ["web", "phone+noisy"]
+    assert [c.channel for c in parse_args(["--suite", "turns", "--condition", "phone"]).condition] == ["phone"]
     for wrong in (["--condition", "web"], ["--suite", "faq", "--text", "--condition", "web"],
-                  ["--suite", "faq", "--condition", "web,loud"]):
+                  ["--suite", "faq", "--condition", "web,loud"], ["--suite", "phone", "--condition", "web"]):
         with pytest.raises(SystemExit):
             parse_args(wrong)
 

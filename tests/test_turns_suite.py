@@ -9,7 +9,18 @@ import sys
 import numpy as np
 import pytest
 
-from agent.bench.turns import NEURAL_TURNS, POLICIES, TURNS_CORPUS, NeuralVoice, TurnClip, judge, render_turn, summarize
+from agent.bench.conditions import parse_conditions
+from agent.bench.turns import (
+    NEURAL_TURNS,
+    POLICIES,
+    TURNS_CORPUS,
+    NeuralVoice,
+    TurnClip,
+    channel_audio,
+    judge,
+    render_turn,
+    summarize,
+)
 
 
 def test_the_corpus_has_forty_utterances_half_with_a_pause_in_several_voices_and_the_recording():
@@ -68,18 +79,44 @@ def test_a_turn_end_before_the_caller_finished_is_a_cut_off_and_the_first_one_af
     assert summary["eot_ms_complete"]["p50"] == 400 and summary["no_turn_end"] == 0
 
 
+def test_a_phone_condition_plays_the_clip_as_a_phone_line_delivers_it_and_noise_is_added_first():
+    clip = render_turn(TURNS_CORPUS[0])
+    web, phone, noisy_phone = (channel_audio(clip.samples, c, seed=1) for c in parse_conditions("web,phone,phone+noisy"))
+    assert web[1] == 16000 and web[0] is clip.samples
+    samples, rate = phone
+    assert rate == 8000 and abs(len(samples) - len(clip.samples) // 2) <= 1 and samples.dtype == np.int16
+    # The same speech at the same moments: the loudest 20 ms lands where it did at 16 kHz.
+    loudest = [int(np.argmax(np.abs(s[: len(s) - len(s) % (r // 50)].astype(np.int32)).reshape(-1, r // 50).max(1)))
+               for s, r in (web, phone)]
+    assert abs(loudest[0] - loudest[1]) <= 1
+    # Noise is mixed in before the channel, so it is heard in the pauses too.
+    silence = slice(0, round(0.5 * 8000))  # the lead silence
+
+    def rms(x):
+        return float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+
+    assert rms(noisy_phone[0][silence]) > 20 * max(rms(phone[0][silence]), 1.0)
+
+
 @pytest.mark.e2e
-def test_the_suite_command_writes_the_turns_json_for_every_policy(tmp_path):
+def test_the_suite_command_writes_the_turns_json_for_every_policy_and_each_condition(tmp_path):
     out = tmp_path / "turns.json"
-    proc = subprocess.run([sys.executable, "-m", "agent", "bench", "--suite", "turns", "--turns", "2", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "agent", "bench", "--suite", "turns", "--turns", "2",
+                           "--condition", "web,phone", "--json", str(out)],
                           capture_output=True, text=True, timeout=300, env=os.environ)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())["turns"]
     assert set(result["policies"]) == set(POLICIES)
-    assert [u["kind"] for u in result["utterances"]] == ["complete", "paused"]
-    for policy in POLICIES:
-        complete = result["utterances"][0][policy]
-        assert complete["eot_ms"] is not None and complete["eot_ms"] > 0 and not complete["cut_off"]
-    # The first paused utterance ("My order number is", 0.9 s, ...): the fixed timeout cuts it.
-    assert result["utterances"][1]["brisk_fixed"]["cut_off"]
-    assert "End of turn" in proc.stdout
+    rows = result["utterances"]
+    assert [(u["kind"], u["condition"]) for u in rows] == [
+        ("complete", "web"), ("complete", "phone"), ("paused", "web"), ("paused", "phone")]
+    for row in rows[:2]:
+        for policy in POLICIES:
+            assert row[policy]["eot_ms"] is not None and row[policy]["eot_ms"] > 0 and not row[policy]["cut_off"], (row["condition"], policy)
+    # The first paused utterance ("My order number is", 0.9 s, ...): the fixed timeout cuts it on either line.
+    assert rows[2]["brisk_fixed"]["cut_off"] and rows[3]["brisk_fixed"]["cut_off"]
+    # The top-level summaries are the first condition's; each condition has its own.
+    assert set(result["conditions"]) == {"web", "phone"}
+    assert result["conditions"]["web"]["policies"] == result["policies"]
+    assert result["conditions"]["phone"]["policies"]["brisk_fixed"]["false_cutoffs_paused"] == 1
+    assert "End of turn" in proc.stdout and "(phone)" in proc.stdout

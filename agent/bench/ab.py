@@ -284,14 +284,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="--suite faq: Brisk's calls through each of these channels instead of the A/B calls, "
                              "e.g. web,phone,noisy,phone+noisy (web: 16 kHz WebRTC; phone: 8 kHz mu-law over the "
                              "Twilio media stream; +noisy / +noisy10: pink noise at 20 / 10 dB SNR; JSON key "
-                             "\"conditions\", agent/bench/conditions.py)")
+                             "\"conditions\", agent/bench/conditions.py); --suite turns: every utterance through "
+                             "each channel (web: 16 kHz PCM; phone: 8 kHz mu-law; JSON key turns.conditions)")
     parser.add_argument("--text", action="store_true",
                         help="--suite faq: the questions as text only, no calls (a minute, not half an hour)")
     args = parser.parse_args(argv)
     if args.suite == "faq" and (args.quick or args.concurrency):
         parser.error("--suite faq takes --llm, --turns, --business, --questions, --text, --condition and --json only")
-    if args.suite != "faq" and (args.questions or args.text or args.condition):
-        parser.error("--questions, --text and --condition are for --suite faq")
+    if args.suite != "faq" and (args.questions or args.text):
+        parser.error("--questions and --text are for --suite faq")
+    if args.condition and args.suite not in ("faq", "turns"):
+        parser.error("--condition is for --suite faq and --suite turns")
     if args.text and args.condition:
         parser.error("--text asks no calls; --condition is about the calls")
     if args.condition:
@@ -310,7 +313,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.questions and len(args.business or []) > 1:
         parser.error("--questions goes with one --business")
     if args.suite == "turns" and (args.quick or args.concurrency or args.llm):
-        parser.error("--suite turns takes --turns and --json only")
+        parser.error("--suite turns takes --turns, --condition and --json only")
     if args.suite == "threads" and (args.quick or args.concurrency or args.llm or args.turns):
         parser.error("--suite threads takes --json only")
     if args.suite == "phone" and (args.concurrency or args.llm):
@@ -413,7 +416,7 @@ def _turns_main(args: argparse.Namespace, started: float) -> int:
     from agent.bench import turns
 
     machine = machine_info()
-    suite = asyncio.run(turns.run_turns(turns=args.turns, log=_log))
+    suite = asyncio.run(turns.run_turns(turns=args.turns, log=_log, conditions=args.condition))
     machine["wall_s"] = round(time.monotonic() - started, 1)
     print(turns.format_turns(suite))
     _write_json({"turns": suite, "machine": machine}, args.json_path)

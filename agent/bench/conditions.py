@@ -79,14 +79,18 @@ def pink_noise(n: int, seed: int) -> np.ndarray:
 
 
 def with_noise(clip: Clip, snr_db: float, seed: int) -> Clip:
-    """``clip`` with pink noise at ``snr_db`` below the speech's power (measured over the speech,
-    not its silences), from the first sample to the last; the speech's timing is unchanged."""
-    samples = clip.samples.astype(np.float64)
+    """``clip`` with pink noise at ``snr_db`` below the speech's power (``noisy``)."""
+    return dataclasses.replace(clip, samples=noisy(clip.samples, snr_db, seed))
+
+
+def noisy(samples: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
+    """int16 ``samples`` with pink noise at ``snr_db`` below the speech's power (measured over the
+    speech, not its silences), from the first sample to the last; the speech's timing is unchanged."""
+    samples = samples.astype(np.float64)
     speech = samples[np.abs(samples) > 0]
     power = float(np.mean(speech ** 2)) if speech.size else 0.0
     noise = pink_noise(len(samples), seed) * np.sqrt(power / 10 ** (snr_db / 10))
-    mixed = np.clip(samples + noise, -32768, 32767).astype(np.int16)
-    return dataclasses.replace(clip, samples=mixed)
+    return np.clip(samples + noise, -32768, 32767).astype(np.int16)
 
 
 async def phone_call(side: Side, clip: Clip, before_call=None) -> dict:

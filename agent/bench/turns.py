@@ -1,6 +1,6 @@
 """``agent bench --suite turns``: when does each end-of-turn policy decide the caller is done?
 
-    python -m agent bench --suite turns [--turns N] [--json PATH]
+    python -m agent bench --suite turns [--turns N] [--condition web,phone,...] [--json PATH]
 
 Utterances a caller says (``TURNS_CORPUS``): complete ones, and ones with a 0.5-1.2 s pause
 mid-sentence (after "and", "um", "my number is", inside a list or a spelled name, and some
@@ -33,6 +33,12 @@ too), and the delay's P50/P95 on complete utterances, over all voices (``"polici
 family (``"voices"``: ``espeak``, ``natural`` = the neural voice and the recording); JSON key
 ``"turns"``.
 
+``--condition`` plays every utterance through each channel in turn (agent/bench/conditions.py's
+names: ``web``, 16 kHz PCM as a browser sends it, the default; ``phone``, 8 kHz decoded from G.711
+mu-law, what a Twilio media stream carries, into a pipeline that runs at 8 kHz as a phone call's
+does; ``+noisy`` / ``+noisy10``, pink noise at 20 / 10 dB SNR mixed in first). The same summaries
+per condition under ``"conditions"``; ``"policies"`` and ``"voices"`` are the first condition's.
+
 What this does not include: a caller who goes on after a cut-off is merged into one question
 by ``processors/turns/turn_continuation.py``, so in a call a cut-off costs an answer that is
 cancelled, not a wrong one; here it is counted as the cut-off it is.
@@ -58,8 +64,10 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from agent.audio import espeak_speech, find_speech_end, read_wav, speech_segments
+from agent.bench.conditions import Condition, noisy
 from agent.bench.corpus import Utterance, arctic_a0009_path, spoken
 from agent.bench.overhead import feed_pipeline
+from agent.bench.phone import phone_line
 from agent.bench.stats import fmt, percentiles
 from agent.config import BriskConfig, load_config
 from agent.call.stages import make_vad
@@ -289,8 +297,23 @@ def _branch(policy: str, config: BriskConfig, checks: dict) -> tuple[list, _Turn
     return [aggregator, ends], ends
 
 
-async def play(clip: TurnClip, engine, config: BriskConfig, checks: dict) -> dict[str, tuple[list[float], list[str]]]:
-    """Play ``clip`` into VAD, STT and every policy; each policy's turn ends (stream seconds) and what each asked."""
+WEB = Condition("web", "web")
+
+
+def channel_audio(samples: np.ndarray, condition: Condition, seed: int) -> tuple[np.ndarray, int]:
+    """16 kHz ``samples`` as ``condition``'s channel delivers them, and that channel's rate."""
+    if condition.snr_db is not None:
+        samples = noisy(samples, condition.snr_db, seed)
+    if condition.channel == "phone":
+        return phone_line(samples), 8000
+    return samples, RATE
+
+
+async def play(clip: TurnClip, engine, config: BriskConfig, checks: dict, condition: Condition = WEB,
+               seed: int = 0) -> dict[str, tuple[list[float], list[str]]]:
+    """Play ``clip`` through ``condition``'s channel into VAD, STT and every policy; each policy's
+    turn ends (stream seconds) and what each asked. ``seed``: the noise's, if the condition has one."""
+    samples, rate = channel_audio(clip.samples, condition, seed)
     branches = {policy: _branch(policy, config, checks) for policy in POLICIES}
     stt = StreamingWhisperSTTService(engine=engine, scheduler=WhisperScheduler(engine),
                                      partial_interval_s=config.stt_partial_interval_secs,
@@ -300,16 +323,16 @@ async def play(clip: TurnClip, engine, config: BriskConfig, checks: dict) -> dic
     started: list[float] = []
 
     async def feed(worker):
-        step = round(FRAME_S * RATE)
+        step = round(FRAME_S * rate)
         t0 = time.monotonic()
         started.append(t0)
-        for i, offset in enumerate(range(0, len(clip.samples), step)):
+        for i, offset in enumerate(range(0, len(samples), step)):
             await asyncio.sleep(max(0.0, t0 + i * FRAME_S - time.monotonic()))
-            chunk = clip.samples[offset: offset + step].tobytes()
-            await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=RATE, num_channels=1))
+            chunk = samples[offset: offset + step].tobytes()
+            await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=rate, num_channels=1))
         await worker.queue_frame(EndFrame())
 
-    await feed_pipeline([vad, stt, ParallelPipeline(*(b[0] for b in branches.values()))], feed, sample_rate=RATE)
+    await feed_pipeline([vad, stt, ParallelPipeline(*(b[0] for b in branches.values()))], feed, sample_rate=rate)
     return {policy: ([t - started[0] for t in ends.times], ends.asked) for policy, (_, ends) in branches.items()}
 
 
@@ -338,8 +361,12 @@ def summarize(rows: list[dict]) -> dict:
     return summary
 
 
-async def run_turns(turns: int | None = None, log=print, only: list[str] | None = None) -> dict:
-    """Play the corpus (or its first ``turns`` utterances, or the ``only`` ids) once; every policy on the same audio."""
+async def run_turns(turns: int | None = None, log=print, only: list[str] | None = None,
+                    conditions: list[Condition] | None = None) -> dict:
+    """Play the corpus (or its first ``turns`` utterances, or the ``only`` ids) once per condition
+    (``conditions``; default web alone), the conditions taking turns utterance by utterance so load
+    drifts hit them all; every policy on the same audio."""
+    conditions = conditions or [WEB]
     from agent.business.facts import vocabulary_of
     from agent.runtime.models import whisper_model_path
     from processors.stt.whisper_engine import WhisperEngine
@@ -362,27 +389,37 @@ async def run_turns(turns: int | None = None, log=print, only: list[str] | None 
     rows = []
     for i, utterance in enumerate(corpus, 1):
         clip = render_turn(utterance, neural)
-        ends = await play(clip, engine, config, checks)
-        row = {"id": utterance.id, "kind": utterance.kind, "voice": utterance.voice, "text": utterance.text,
-               "speech_end_s": round(clip.speech_end_s, 3), "pauses_s": [[round(a, 3), round(b, 3)] for a, b in clip.pauses],
-               "cut": clip.cut,
-               **{policy: judge(clip, *ends[policy]) for policy in POLICIES}}
-        rows.append(row)
-        log(f"[{i}/{len(corpus)}] {utterance.id}: " + ", ".join(
-            f"{p} {'CUT ' if row[p]['cut_off'] else ''}{fmt(row[p]['eot_ms'])} ms" for p in POLICIES))
+        for condition in conditions:
+            ends = await play(clip, engine, config, checks, condition, seed=i)
+            row = {"id": utterance.id, "condition": condition.name, "kind": utterance.kind, "voice": utterance.voice,
+                   "text": utterance.text, "speech_end_s": round(clip.speech_end_s, 3),
+                   "pauses_s": [[round(a, 3), round(b, 3)] for a, b in clip.pauses], "cut": clip.cut,
+                   **{policy: judge(clip, *ends[policy]) for policy in POLICIES}}
+            rows.append(row)
+            log(f"[{i}/{len(corpus)}] {utterance.id} ({condition.name}): " + ", ".join(
+                f"{p} {'CUT ' if row[p]['cut_off'] else ''}{fmt(row[p]['eot_ms'])} ms" for p in POLICIES))
+    by_condition = {c.name: [r for r in rows if r["condition"] == c.name] for c in conditions}
+    first = by_condition[conditions[0].name]
     return {
         "method": __doc__.split("\n\n")[2].replace("\n", " "),
         "config": {"vad_stop_secs": config.vad_stop_secs, "turn_stop_timeout_secs": config.turn_stop_timeout_secs,
                    "turn_unfinished_wait_secs": config.turn_unfinished_wait_secs,
                    "turn_audio_check": config.turn_audio_check, "turn_audio_model": config.turn_audio_model,
                    "turn_audio_check_threshold": config.turn_audio_check_threshold, "whisper_model": config.whisper_model,
-                   "utterances": len(rows), "paused": sum(r["kind"] == "paused" for r in rows)},
+                   "utterances": len(first), "paused": sum(r["kind"] == "paused" for r in first),
+                   "conditions": list(by_condition)},
         "audio_model": audio_model,
-        "policies": summarize(rows),
-        "voices": {family: summarize([r for r in rows if _family(r["voice"]) == family])
-                   for family in ("espeak", "natural") if any(_family(r["voice"]) == family for r in rows)},
+        **_summaries(first),
+        "conditions": {name: _summaries(of) for name, of in by_condition.items()},
         "utterances": rows,
     }
+
+
+def _summaries(rows: list[dict]) -> dict:
+    """Every policy over ``rows``, and per voice family."""
+    return {"policies": summarize(rows),
+            "voices": {family: summarize([r for r in rows if _family(r["voice"]) == family])
+                       for family in ("espeak", "natural") if any(_family(r["voice"]) == family for r in rows)}}
 
 
 async def measure_audio_model(check: LiveKitEotCheck, rss_before: int) -> dict:
@@ -417,14 +454,19 @@ def format_turns(result: dict) -> str:
     if model := result.get("audio_model"):
         lines.append(f"audio model {model['model']}: {model['mb']} MB; one prediction P50 {fmt(model['ms_one']['p50'])} ms, "
                      f"three calls' at once {fmt(model['ms_three_at_once']['p50'])} ms (wall), off the event loop")
-    lines += _table("all voices", result["policies"])
-    for family, policies in result.get("voices", {}).items():
-        lines += _table(f"{family} voices", policies)
+    conditions = result.get("conditions") or {"web": result}
+    for name, summaries in conditions.items():
+        where = f" ({name})" if len(conditions) > 1 else ""
+        lines += _table(f"all voices{where}", summaries["policies"])
+        for family, policies in summaries.get("voices", {}).items():
+            lines += _table(f"{family} voices{where}", policies)
     return "\n".join(lines)
 
 
 def _table(title: str, policies: dict) -> list[str]:
-    lines = [f"{title:<16}{'cut-offs (paused)':>19}{'cut-offs (complete)':>21}{'EOT P50':>9}{'EOT P95':>9}"]
+    # A long title (a condition's name with it) goes on a line of its own, above the columns.
+    head = [title, ""] if len(title) >= 16 else [title]
+    lines = head[:-1] + [f"{head[-1]:<16}{'cut-offs (paused)':>19}{'cut-offs (complete)':>21}{'EOT P50':>9}{'EOT P95':>9}"]
     for policy, s in policies.items():
         rate = s["false_cutoff_rate_paused"]
         lines.append(
