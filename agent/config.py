@@ -119,6 +119,8 @@ class BriskConfig(BaseSettings):
     vad_start_secs: float = Field(0.2, ge=0, description="Speech needed before the VAD says 'started'.")
     vad_stop_secs: float = Field(0.3, ge=0, description="Silence needed before the VAD says 'stopped'.")
     vad_min_volume: float = Field(0.6, ge=0, le=1, description="Minimum volume for a frame to count as speech.")
+    noise_filter: Literal["off", "rnnoise"] = Field(
+        "off", description="Noise filter on the caller's audio before the VAD: off, or rnnoise (pipecat's RNNoiseFilter; it raised WER on noisy and phone audio here, docs/benchmarks.md).")
     turn_stop_timeout_secs: float = Field(
         0.1,
         ge=0,

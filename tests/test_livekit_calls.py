@@ -72,7 +72,7 @@ async def a_room_call(livekit, runtime, clip, room: Room, **settings) -> tuple[L
         async with job_resources(runtime.resources) as resources:
             resources = dataclasses.replace(resources, config=resources.config.model_copy(update=settings))
 
-            def join(_url, _token, _room):
+            def join(_url, _token, _room, _audio_in_filter):
                 room.transport = RoomTransport(clip.samples, clip.sample_rate)
                 return room.transport
 

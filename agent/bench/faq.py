@@ -202,6 +202,7 @@ def _result(config, runtime, llm: str, asked: list[FaqQuestion], now: datetime, 
             "llm": llm,
             "llm_model": runtime.resources.llm_model if runtime.resources else None,
             "whisper_model": config.whisper_model,
+            "noise_filter": config.noise_filter,
             "understanding": config.understanding,
             "questions": len(asked),
             "unknown_questions": sum(1 for q in asked if q.unknown),
@@ -362,8 +363,9 @@ def _router(config, runtime=None):
 def format_faq(result: dict) -> str:
     """The results table (docs/benchmarks.md): per side, the grades and the latencies."""
     config = result.get("config")
+    filtered = f", noise filter {config['noise_filter']}" if config and config.get("noise_filter", "off") != "off" else ""
     lines = [f"{config['business_name']}: {config['questions']} questions "
-             f"({config['unknown_questions']} the file does not answer)", ""] if config else []
+             f"({config['unknown_questions']} the file does not answer{filtered})", ""] if config else []
     if "brisk" in result:
         lines += [
             "| side | questions | correct | wrong | don't know | incomplete | no answer | fast-path hits | "

@@ -9,7 +9,9 @@ them; another call builder (the bench's baselines, one's own: docs/extending.md)
 from __future__ import annotations
 
 import functools
+import importlib.util
 
+from pipecat.audio.filters.base_audio_filter import BaseAudioFilter
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -21,6 +23,7 @@ from agent.call.call_control import CallControl
 from agent.config import BriskConfig
 from agent.call.own_stages import is_own, own_stage
 from agent.records.recording import CallAudio, recording_path
+from agent.runtime.models import ModelError
 from agent.tools.functions import CallTools
 from agent.tools.router import ToolRouter
 from processors.llm.answer_check import AnswerChecker
@@ -61,6 +64,25 @@ def make_vad(config: BriskConfig) -> SileroVADAnalyzer:
             min_volume=config.vad_min_volume,
         )
     )
+
+
+def make_noise_filter(config: BriskConfig) -> BaseAudioFilter | None:
+    """A fresh noise filter for one call's input (``BRISK_NOISE_FILTER``), or None when off.
+
+    One per call: RNNoise keeps the state of the stream it denoises, and its resamplers are set
+    to the call's input rate when the transport starts it."""
+    if config.noise_filter == "off":
+        return None
+    from pipecat.audio.filters.rnnoise_filter import RNNoiseFilter
+
+    return RNNoiseFilter()
+
+
+def check_noise_filter(config: BriskConfig) -> None:
+    """At start: the noise filter's package is there, or ``ModelError`` names the install command."""
+    if config.noise_filter == "rnnoise" and importlib.util.find_spec("pyrnnoise") is None:
+        raise ModelError("BRISK_NOISE_FILTER=rnnoise needs pyrnnoise, which is not installed: "
+                         "pip install 'pipecat-ai[rnnoise]==1.14.0'")
 
 
 def make_stt(resources: Resources):

@@ -18,6 +18,7 @@ from agent.config import BriskConfig
 from agent.runtime.llm_server import LocalLLMServer
 from agent.call.resources import Resources
 from agent.call.own_stages import check_stages
+from agent.call.stages import check_noise_filter
 from processors.llm.openai_llm import make_openai_client
 from processors.stt.whisper_scheduler import WhisperScheduler
 
@@ -64,6 +65,7 @@ class Runtime:
         config = self.config
         t0 = time.monotonic()
         own = await asyncio.to_thread(check_stages, config)
+        check_noise_filter(config)
         if own:
             logger.info(f"stages of your own: {', '.join(f'{s}={getattr(config, s)}' for s in own)}")
         whisper_path = await asyncio.to_thread(models.whisper_model_path, config.whisper_model, config.models_dir)

@@ -25,12 +25,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import APIRouter, HTTPException, Request
 from livekit import api
 from loguru import logger
+from pipecat.audio.filters.base_audio_filter import BaseAudioFilter
 from pipecat.transports.livekit.transport import LiveKitParams, LiveKitTransport
 
 from agent.call.call_control import CallControl
 from agent.call.call_runner import run_call
 from agent.call.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, BuildCall, Call, build_call
 from agent.call.resources import Resources
+from agent.call.stages import make_noise_filter
 from agent.security.access import Access
 from processors.llm.openai_llm import make_openai_client
 
@@ -136,8 +138,9 @@ RoomRunner = Callable[[RoomJob], Awaitable[None]]
 # -- Brisk in a room -----------------------------------------------------------------------
 
 
-def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
-    """Brisk as a participant of one LiveKit room (the server mints the token for the worker)."""
+def livekit_transport(url: str, token: str, room: str, audio_in_filter: BaseAudioFilter | None = None) -> LiveKitTransport:
+    """Brisk as a participant of one LiveKit room (the server mints the token for the worker);
+    ``audio_in_filter``: the call's own noise filter (``make_noise_filter``), or None."""
     return LiveKitTransport(
         url=url,
         token=token,
@@ -145,6 +148,7 @@ def livekit_transport(url: str, token: str, room: str) -> LiveKitTransport:
         params=LiveKitParams(
             audio_in_enabled=True,
             audio_in_sample_rate=INPUT_SAMPLE_RATE,
+            audio_in_filter=audio_in_filter,
             audio_out_enabled=True,
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
             # One mixed stream for the one VAD and STT (immediate with a single caller).
@@ -159,12 +163,13 @@ async def run_room(
     *,
     build: BuildCall = build_call,
     listeners: tuple[CallListener, ...] = (),
-    join: Callable[[str, str, str], LiveKitTransport] = livekit_transport,
+    join: Callable[..., LiveKitTransport] = livekit_transport,
 ) -> None:
     """One Brisk call in ``job``'s room, until the last caller leaves, the call reaches its maximum
     duration or the task is cancelled; run, recorded and limited as every transport's calls are.
-    ``join(url, token, room)`` makes the room's transport (a room of a test's own in tests)."""
-    transport = join(job.url, job.token, job.room)
+    ``join(url, token, room, audio_in_filter)`` makes the room's transport (a room of a test's own
+    in tests)."""
+    transport = join(job.url, job.token, job.room, make_noise_filter(resources.config))
     control = CallControl(call_id_of(job))
     control.transport = "livekit"
     control.caller = job.room  # where the caller is: a room's participants are not numbers

@@ -38,6 +38,7 @@ from fastapi import APIRouter, HTTPException, Request, WebSocket, WebSocketDisco
 from fastapi.datastructures import FormData
 from fastapi.responses import Response
 from loguru import logger
+from pipecat.audio.filters.base_audio_filter import BaseAudioFilter
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.serializers.base_serializer import FrameSerializer
@@ -49,6 +50,7 @@ from agent.call.admission import CallAdmission, Ticket
 from agent.call.call_control import mask_number
 from agent.call.call_runner import run_call
 from agent.call.pipeline import TWILIO_SAMPLE_RATE, BuildCall, Call, build_call
+from agent.call.stages import make_noise_filter
 from agent.runtime.runtime import Runtime
 from agent.security.access import Access, client_of, read_capped
 from agent.transports.twilio_transfer import PhoneCallControl
@@ -64,13 +66,16 @@ CLOSE_POLICY, CLOSE_UNSUPPORTED, CLOSE_TRY_LATER = 1008, 1003, 1013
 CallListener = Callable[[str, Call], None]
 
 
-def phone_transport(websocket: WebSocket, serializer: FrameSerializer) -> FastAPIWebsocketTransport:
-    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/transports/twilio.py's serializer)."""
+def phone_transport(websocket: WebSocket, serializer: FrameSerializer,
+                    audio_in_filter: BaseAudioFilter | None = None) -> FastAPIWebsocketTransport:
+    """A Twilio Media Stream on an accepted FastAPI WebSocket (agent/transports/twilio.py's
+    serializer); ``audio_in_filter``: the call's own noise filter (``make_noise_filter``), or None."""
     return FastAPIWebsocketTransport(
         websocket=websocket,
         params=FastAPIWebsocketParams(
             audio_in_enabled=True,
             audio_in_sample_rate=TWILIO_SAMPLE_RATE,
+            audio_in_filter=audio_in_filter,
             audio_out_enabled=True,
             audio_out_sample_rate=TWILIO_SAMPLE_RATE,
             serializer=serializer,
@@ -396,8 +401,8 @@ class TwilioPhone:
     async def _run_call(self, websocket: WebSocket, start: StreamStart, ticket: Ticket) -> None:
         phone = PhoneCall(start)
         serializer = TwilioStreamSerializer(start.stream_sid, on_mark=phone.mark_played, on_stop=phone.caller_stopped)
-        transport = phone_transport(websocket, serializer)
         config = self.runtime.config
+        transport = phone_transport(websocket, serializer, make_noise_filter(config))
         control = PhoneCallControl(
             phone, transfer_number=config.transfer_number, account_sid=config.twilio_account_sid,
             auth_token=self.auth_token, api_url=config.twilio_api_url,

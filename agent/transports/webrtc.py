@@ -37,6 +37,7 @@ from pipecat.transports.smallwebrtc.request_handler import (
 )
 from pipecat.frames.frames import EndFrame
 from pipecat.processors.frameworks.rtvi.frames import RTVIServerMessageFrame
+from pipecat.audio.filters.base_audio_filter import BaseAudioFilter
 from pipecat.transports.base_transport import TransportParams
 from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
 
@@ -44,6 +45,7 @@ from agent.call.admission import CallAdmission, Ticket
 from agent.call.call_control import CallControl, Outcome
 from agent.call.call_runner import run_call
 from agent.call.pipeline import INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, BuildCall, build_call
+from agent.call.stages import make_noise_filter
 from agent.runtime.runtime import Runtime
 from agent.security.access import Access, read_capped
 
@@ -60,13 +62,15 @@ def call_id_of(pc_id: str) -> str:
     return f"webrtc-{pc_id.rsplit('-', 1)[-1]}"
 
 
-def webrtc_transport(connection: SmallWebRTCConnection) -> SmallWebRTCTransport:
-    """A browser's (or aiortc caller's) WebRTC peer connection."""
+def webrtc_transport(connection: SmallWebRTCConnection, audio_in_filter: BaseAudioFilter | None = None) -> SmallWebRTCTransport:
+    """A browser's (or aiortc caller's) WebRTC peer connection; ``audio_in_filter``: the call's
+    own noise filter (``make_noise_filter``), or None."""
     return SmallWebRTCTransport(
         webrtc_connection=connection,
         params=TransportParams(
             audio_in_enabled=True,
             audio_in_sample_rate=INPUT_SAMPLE_RATE,
+            audio_in_filter=audio_in_filter,
             audio_out_enabled=True,
             audio_out_sample_rate=OUTPUT_SAMPLE_RATE,
             # On an interruption the chunk being written still plays out: 20 ms chunks instead of
@@ -135,7 +139,7 @@ class CallManager:
 
     async def start_call(self, connection: SmallWebRTCConnection, ticket: Ticket | None = None) -> None:
         hand_on_input_audio_sooner(connection, self.runtime.config.webrtc_input_prefetch_packets)
-        transport = webrtc_transport(connection)
+        transport = webrtc_transport(connection, make_noise_filter(self.runtime.config))
         pc_id = connection.pc_id
         control = BrowserCallControl(call_id_of(pc_id))
         call = self.build(self.runtime.resources, transport, control=control)
