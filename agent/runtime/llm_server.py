@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import ctypes
-import functools
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -33,7 +32,6 @@ KEPT_LOGS = 5
 
 State = Literal["stopped", "starting", "healthy", "restarting", "failed"]
 
-_PR_SET_PDEATHSIG = 1
 _LOG_TAIL_BYTES = 4096
 _LOG_TAIL_LINES = 25
 
@@ -52,23 +50,24 @@ def _child_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if not key.upper().startswith(("LLAMA_", "HF_"))}
 
 
-# Resolved once in the parent: between fork and exec in a threaded parent, the child may make
-# a foreign call but not import or allocate (either can deadlock on a lock held by a thread
-# that does not exist in the child).
-_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
-_SIGKILL = ctypes.c_ulong(signal.SIGKILL)
+_SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Runs in the child before exec: the kernel kills the server when its parent dies.
+def dying_with_parent(command: list[str]) -> list[str]:
+    """``command`` run so that the kernel kills it when the process that started it dies
+    (util-linux's ``setpriv --pdeathsig KILL``, which sets it and then execs the command), or
+    as it is where ``setpriv`` is missing.
 
-    The signal follows the thread that forked the child, i.e. the event loop's thread, which
-    lives as long as the loop that supervises the server.
+    Why not a ``preexec_fn`` calling prctl: Python code between fork and exec in a threaded
+    parent can deadlock on a lock (the allocator's, the interpreter's own after-fork locks) held
+    by a thread that does not exist in the child. The agent forks the server while Whisper and
+    the other models load on threads (and restarts it mid-call), and an ``agent eval`` hung so,
+    the server's log holding its command line and nothing after it: Popen waits in the event
+    loop's thread for the child's exec, so the whole process stopped. The signal follows the
+    thread that forked the child, the event loop's, which lives as long as the loop that
+    supervises the server.
     """
-    _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
-    # The parent may have died between fork and prctl; then nobody would send the signal.
-    if os.getppid() != parent_pid:
-        os._exit(1)
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *command] if _SETPRIV else command
 
 
 def prune_logs(directory: Path, *, keep: int) -> None:
@@ -279,7 +278,7 @@ class LocalLLMServer:
             log.flush()
             self._log_offset = log.tell()
             self._process = await asyncio.create_subprocess_exec(
-                *command,
+                *dying_with_parent(command),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
@@ -287,7 +286,6 @@ class LocalLLMServer:
                 # Its own session: a Ctrl-C in our terminal is ours to handle via stop(),
                 # not a crash for the supervisor to "repair".
                 start_new_session=True,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()) if _prctl else None,
             )
         logger.info(
             f"LLM server {self._model_alias} starting (pid {self._process.pid}, "
