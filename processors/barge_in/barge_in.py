@@ -95,6 +95,11 @@ class BargeIn:
         """The rests of cut answers said after a turn with no words."""
         return self._resume.resumed if self._resume else []
 
+    @property
+    def resumed_at(self) -> list[float]:
+        """When each of ``resumed`` was sent on (``time.monotonic()``)."""
+        return self._resume.resumed_at if self._resume else []
+
     def gate(self) -> StaleTurnGate:
         """The processor to put right before the output transport."""
         self._gate = StaleTurnGate(self._stale)

@@ -10,7 +10,7 @@ Emits: the frames it is given; after such a turn, through the user aggregator (a
 prompts are spoken), one ``TTSSpeakFrame`` with the rest of the cut answer: the sentence that was
 playing, whole, and every sentence after it. The assistant aggregator adds it to the context
 after what was heard of the cut turn (``playback_tracker.py``), so the context keeps what was said.
-Measures: ``resumed``, the texts said again.
+Measures: ``resumed``, the texts said again, and ``resumed_at``, when each was sent on (``time.monotonic()``).
 
 pipecat's own answer to a turn with no transcript (``EmptyUserTurnConfig``) runs the LLM with a
 prompt to have the caller repeat themselves. Here a finished answer is said on instead, with no
@@ -21,6 +21,7 @@ aggregator must be built with ``EmptyUserTurnConfig(interrupted_prompt=None)``, 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 from loguru import logger
@@ -67,6 +68,7 @@ class FalseInterruptionResume(FrameProcessor):
         self._finished: set[int] = set()
         self._cut: int | None = None  # the newest cut turn the caller has not said anything after
         self.resumed: list[str] = []
+        self.resumed_at: list[float] = []
         user.add_event_handler("on_user_turn_stopped", self._on_user_turn_stopped)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
@@ -109,4 +111,5 @@ class FalseInterruptionResume(FrameProcessor):
             return
         logger.info(f"{self}: a turn with no words cut bot turn {cut}: going on with [{rest}]")
         self.resumed.append(rest)
+        self.resumed_at.append(time.monotonic())
         await self._user.push_frame(TTSSpeakFrame(rest))
