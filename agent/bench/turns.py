@@ -70,6 +70,7 @@ from agent.bench.overhead import feed_pipeline
 from agent.bench.phone import phone_line
 from agent.bench.stats import fmt, percentiles
 from agent.config import BriskConfig, load_config
+from agent.call.pipeline import TWILIO_SAMPLE_RATE
 from agent.call.stages import make_vad
 from processors.stt.streaming_whisper import StreamingWhisperSTTService
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
@@ -305,7 +306,7 @@ def channel_audio(samples: np.ndarray, condition: Condition, seed: int) -> tuple
     if condition.snr_db is not None:
         samples = noisy(samples, condition.snr_db, seed)
     if condition.channel == "phone":
-        return phone_line(samples), 8000
+        return phone_line(samples), TWILIO_SAMPLE_RATE
     return samples, RATE
 
 
