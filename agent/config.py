@@ -90,7 +90,7 @@ class BriskConfig(BaseSettings):
         description="Calls this process takes at once, over every transport; unset = 1 with the embedded LLM, "
         "3 with an LLM server elsewhere (2 cores: P95 within 1.5x of one call, docs/benchmarks.md, Capacity).",
     )
-    call_idle_timeout_secs: float = Field(60.0, ge=0, description="A call whose caller sends no audio this long is ended (0 = never).")
+    call_idle_timeout_secs: float = Field(60.0, ge=0, description="A call whose caller sends nothing (no audio, key or message) this long is ended (0 = never).")
     call_max_duration_secs: float = Field(3600.0, ge=0, description="Longest a call may last (0 = no limit).")
     busy_text: str = Field(
         "Sorry, all our lines are busy right now. Please call again in a few minutes.",

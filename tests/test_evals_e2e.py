@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from xml.etree import ElementTree
 
 import pytest
@@ -22,6 +23,7 @@ from fastapi import FastAPI
 from pipecat.evals.script_session import EvalScriptSession
 
 from agent.bench.scripted_llm import ScriptedLLM
+from agent.call.pipeline import build_call
 from agent.caller.loopback import serve_app
 from agent.config import load_config
 from agent.evals.runner import NO_JUDGE, load_scenarios, run_scenarios
@@ -71,6 +73,37 @@ async def test_spoken_the_same_scenario_is_heard_through_a_real_call_and_each_tu
     assert turn["path"] == "hours" and turn["v2v_ms"] > 0
 
 
+async def test_a_text_caller_is_present_while_it_sends_messages_and_is_not_hung_up_as_idle(runtime, tmp_path):
+    """The idle timeout ends a caller who sends nothing; a text-mode caller sends no audio at all,
+    so its messages must count, or a scenario longer than the timeout is cut off mid-way."""
+    def build_idle(resources, *args, **kwargs):
+        short = replace(resources, config=resources.config.model_copy(update={"call_idle_timeout_secs": 2.5}))
+        return build_call(short, *args, **kwargs)
+
+    file = tmp_path / "slow_caller.yaml"
+    file.write_text("""
+name: slow
+scenarios:
+  - name: three-questions-over-longer-than-the-timeout
+    turns:
+      - user: "Where are you based?"
+        expect: [{event: response, text_contains: "42 Harbor Lane"}]
+      - user: "And what's your phone number?"
+        send_after: {delay_ms: 1500}
+        expect: [{event: response}]
+      - user: "Where are you again?"
+        send_after: {delay_ms: 1500}
+        expect: [{event: response, text_contains: "42 Harbor Lane"}]
+""")
+    [scenario] = load_scenarios([str(file)])
+    line = EvalLine(runtime, build=build_idle)
+    app = FastAPI()
+    app.include_router(line.router)
+    async with serve_app(app) as base_url:
+        result = await EvalScriptSession(scenario, base_url.replace("http://", "ws://") + EVAL_PATH).run()
+    assert result.passed, result.failures
+
+
 async def test_two_scenarios_at_once_each_run_on_a_call_of_its_own(runtime):
     by_name = {s.name: s for s in load_scenarios([SHOP_SCENARIOS])}
     line = EvalLine(runtime)
@@ -104,6 +137,7 @@ scenarios:
         expect:
           - event: response
             text_contains: "Yes, we sell unicorns"
+            within_ms: 15000
   - name: judged
     turns:
       - user: "What time do you open on Monday?"

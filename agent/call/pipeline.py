@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol
 
 from loguru import logger
-from pipecat.frames.frames import CancelFrame, InputAudioRawFrame
+from pipecat.frames.frames import CancelFrame, InputAudioRawFrame, InputDTMFFrame, InputTransportMessageFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
@@ -143,9 +143,11 @@ def start_worker(
         observers=[latency, *(observers or [])],
         # The tool handlers' per-call state (pipecat hands it to them as params.app_resources).
         app_resources=app_resources,
-        # pipecat's idle machinery: a caller who sends no audio (gone without hanging up) is ended.
+        # pipecat's idle machinery: a caller who sends nothing (gone without hanging up) is ended.
+        # Keys and messages count as well as audio: a text-mode eval sends no audio at all, and
+        # was hung up mid-scenario when only audio counted.
         idle_timeout_secs=config.call_idle_timeout_secs or None,
-        idle_timeout_frames=(InputAudioRawFrame,),
+        idle_timeout_frames=(InputAudioRawFrame, InputDTMFFrame, InputTransportMessageFrame),
     )
 
     async def forward_turn_record(record: dict):
