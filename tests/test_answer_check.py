@@ -234,6 +234,27 @@ def test_a_whole_answer_checked_at_once_gets_the_same_replacements():
         assert checked_answer(check, question, said, unsupported_text=UNKNOWN, instead=sentence) == heard
 
 
+
+def test_an_order_said_to_come_to_another_amount_than_the_file_works_out_is_replaced_by_the_worked_out_sum():
+    # Each number may be a price the file holds ("21 dollars" is the large pepperoni): said as the
+    # sum, it is another total than the worked-out one, and the caller must never hear two.
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    question = "So one large pepperoni pizza and one large cheese, what's that gonna come to?"
+    worked_out = "A large pepperoni pizza and a large cheese pizza come to 39 dollars."
+    for wrong in ("A large pepperoni pizza and a large cheese pizza come to 21 dollars.", "The total is 18 dollars.",
+                  "That's 21 dollars altogether."):
+        assert not pizza.supports(question, wrong)
+        assert checked_answer(pizza.supports, question, wrong, unsupported_text=UNKNOWN, instead=pizza.instead,
+                              lacking=pizza.lacking) == worked_out
+    for right in (worked_out, "The large pepperoni is 21 dollars and the large cheese 18, so 39 dollars altogether."):
+        assert pizza.supports(question, right)
+    bikes = FactIndex(BUSINESS)
+    question = "How much would it be to rent two city bikes for three days?"
+    assert bikes.supports(question, "That comes to 120 dollars.")
+    assert not bikes.supports(question, "That comes to 20 dollars a day.")
+    # No order to work out: a sum of anything else is the other checks' to judge.
+    assert bikes.supports("When are you open on Saturday?", "We're open 9 to 4 on Saturday, 7 hours in all.")
+
 async def test_an_answer_that_lacks_what_the_file_works_out_is_followed_by_it():
     def lacking(question, said):
         return None if "120" in said else "2 city bike rentals for 3 days come to 120 dollars."

@@ -337,6 +337,11 @@ _YES_NO_ANSWER = frozenset("yes yeah yep no nope sure absolutely certainly cours
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _CLAUSES = re.compile(r"[,.;:!?]")
+# An answer saying what something comes to, and the amount it says: "... come to 21 dollars",
+# "the total is 39", "45 altogether" reads its amount before the word.
+_TOTAL_SAID = re.compile(r"\b(?:(?:comes?|coming|came|adds? up|adding up) to|total(?:s|led|ing)?|(?:all? ?together|in all))\b"
+                         r"(?:\D{0,20}?(\d+(?:\.\d+)?))?")
+_AMOUNT_BEFORE = re.compile(r"(\d+(?:\.\d+)?)\D{0,12}$")
 _HEARD_AS_TO = re.compile(r"\b(?:to|too)\s+(?:[a-z]+\s+)?[a-z]+[^s's]s\b")
 # A turn more than this much of whose words no fact holds is mostly about what the file does not know.
 _MOSTLY_UNKNOWN = 0.5
@@ -423,6 +428,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
     # that happened to be retrieved.
     if any(unknown & words(_claimed(sentence)) for sentence in _SENTENCE.findall(answer) if sentence.strip()):
         return False
+    if _says_another_total(index, question, answer):
+        return False
     # Worked out only from prices the caller named, so a word the file does not know beside them
     # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
     new_numbers = numbers_in(answer) - numbers_in(question)
@@ -455,3 +462,24 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
                 if w not in _YES_NO_ANSWER and not any(same_word(w, n) for n in [*index.self_words, *asked])}
         return any(any(same_word(w, f) for f in fact_words) for w in told)
     return True
+
+
+def _says_another_total(index: FactIndex, question: str, answer: str) -> bool:
+    """Whether ``answer`` says the caller's order comes to an amount other than the one worked out
+    from the file's prices. Each number of it may be a price the facts hold, so the number check
+    lets it by: "A large pepperoni pizza and a large cheese pizza come to 21 dollars." (a 10 dB
+    noisy call, 2026-12-07) said one pizza's price as the sum, and the worked-out sentence after it
+    said 39: the caller heard two totals."""
+    reckoned = index.reckoning(question)
+    if reckoned is None:
+        return False
+    allowed = reckoned.results | reckoned.numbers | numbers_in(question)
+    for sentence in _SENTENCE.findall(answer):
+        for said in _TOTAL_SAID.finditer(sentence):
+            amount = said.group(1)
+            if amount is None and (before := _AMOUNT_BEFORE.search(sentence[:said.start()])):
+                amount = before.group(1)
+            if amount is not None and not numbers_in(amount) <= allowed:
+                return True
+    return False
+
