@@ -362,3 +362,23 @@ def test_a_transcript_is_about_the_business_when_an_intent_asks_it_or_a_fact_sha
     business = load_business()
     assert IntentMatcher(business, facts=FactIndex(business)).about_the_file(heard) is about
     assert IntentMatcher(business).about_the_file(heard)  # without the facts, it cannot tell
+
+
+def test_a_yes_to_what_a_fact_line_denies_is_refused():
+    # "We don't take checks." denies the check the caller asked about; "Sure!" agrees to it.
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    for question in ("Then it's cool that I write you a check the location in order.",
+                     "So I can just pay with a check when it's delivered, yeah?"):
+        for answer in ("Sure! Please provide the location.", "Yes, that's fine."):
+            assert not pizza.supports(question, answer), (question, answer)
+    # A denial of something else denies nothing asked.
+    assert pizza.supports("Do you take cards at the door?", "Sure, we take cash and all major cards at the door.")
+
+
+def test_the_weeks_hours_read_as_a_sentence_whichever_day_the_business_is_closed():
+    lines = {path: next(line for line in FactIndex(load_business(path)).relevant("What are your opening hours?")
+                        if line.startswith("We are"))
+             for path in ("agent/business/examples/corner_slice_pizza.yaml", "agent/business/examples/willowbank_vets.yaml")}
+    assert lines["agent/business/examples/corner_slice_pizza.yaml"].startswith("We are closed on Monday; open Tuesday to Thursday")
+    assert lines["agent/business/examples/willowbank_vets.yaml"].startswith("We are open Monday and Tuesday half past 8")
+    assert lines["agent/business/examples/willowbank_vets.yaml"].endswith("; closed on Sunday.")

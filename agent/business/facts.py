@@ -67,13 +67,23 @@ class Fact:
     words: frozenset[str]
 
 
+def _the_week(business: Business) -> str:
+    """The week's hours as one line: "We are open Monday to Friday ...; closed on Sunday.", and
+    for a week that starts closed, "We are closed on Monday; open Tuesday to ..." (it read "We are
+    open closed on Monday", which the LLM is given as a fact)."""
+    week = opening_hours(business)
+    if week.startswith("closed") and "; " in week:
+        first, rest = week.split("; ", 1)
+        return f"We are {first}; open {rest}."
+    return f"We are {week}." if week.startswith("closed") else f"We are open {week}."
+
+
 def facts_of(business: Business) -> list[Fact]:
     """Every fact in the business file, one line each, in the file's order."""
     facts = [
         Fact("address", f"We are at {business.address}.", frozenset(words(business.address) | _ASKS["address"])),
         Fact("phone", f"Our phone number is {business.phone}.", _ASKS["phone"]),
-        Fact("hours", f"We are open {opening_hours(business)}.",
-             frozenset(_ASKS["hours"] | _DAY_NAMES)),
+        Fact("hours", _the_week(business), frozenset(_ASKS["hours"] | _DAY_NAMES)),
     ]
     for day in WEEKDAYS:
         said = spoken_hours(business.hours[day])
@@ -345,6 +355,8 @@ _AMOUNT_BEFORE = re.compile(r"(\d+(?:\.\d+)?)\D{0,12}$")
 _HEARD_AS_TO = re.compile(r"\b(?:to|too)\s+(?:[a-z]+\s+)?[a-z]+[^s's]s\b")
 # A turn more than this much of whose words no fact holds is mostly about what the file does not know.
 _MOSTLY_UNKNOWN = 0.5
+_AGREEING = _YES_NO_ANSWER - {"no", "nope"}
+_NEGATION = re.compile(r"\b(?:don'?t|do not|doesn'?t|does not|can'?t|cannot|can not|won'?t|will not|not|never|no)\b", re.I)
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
 
 
@@ -450,6 +462,8 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         # "Sure!" to a turn that is no yes-or-no question agrees with what was said, and what was
         # said is mostly what the file does not know ("You're hiring delivery drivers right to home.").
         return False
+    if _agrees_with_what_a_fact_denies(question, facts, said):
+        return False
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
@@ -480,6 +494,27 @@ def _says_another_total(index: FactIndex, question: str, answer: str) -> bool:
             if amount is None and (before := _AMOUNT_BEFORE.search(sentence[:said.start()])):
                 amount = before.group(1)
             if amount is not None and not numbers_in(amount) <= allowed:
+                return True
+    return False
+
+
+def _agrees_with_what_a_fact_denies(question: str, facts: list[str], said: list[str]) -> bool:
+    """Whether an answer opening "Sure!" or "Yes" agrees to the very thing a fact line of the
+    question denies: the last word a negated clause of it holds ("we don't take checks") is a
+    word of the question. "Then it's cool that I write you a check ..." (a 10 dB call, 2026-12-07)
+    heard "Sure! Please provide the location." beside the payment line. Only that last word: "We
+    don't deliver outside 3 miles" denies nothing to "Do you deliver on Sundays?"."""
+    if not said or said[0] not in _AGREEING:
+        return False
+    asked = words(question)
+    for line in facts:
+        for clause in _CLAUSES.split(line):
+            negation = _NEGATION.search(clause)
+            if negation is None:
+                continue
+            after = clause[negation.end():]
+            denied = [w for w in comparison_words(after) if w in words(after)]
+            if denied and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
 

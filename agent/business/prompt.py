@@ -59,8 +59,9 @@ def opening_hours(business: Business, days: tuple[str, ...] = WEEKDAYS) -> str:
             runs.append((day, day, hours))
     parts = []
     for first, last, hours in runs:
-        days = first.title() if first == last else f"{first.title()} to {last.title()}"
-        parts.append(f"closed on {days}" if hours is None else f"{days} {spoken_hours(hours)}")
+        joined = " and " if days.index(last) == days.index(first) + 1 else " to "  # not "Monday to Tuesday"
+        days_said = first.title() if first == last else f"{first.title()}{joined}{last.title()}"
+        parts.append(f"closed on {days_said}" if hours is None else f"{days_said} {spoken_hours(hours)}")
     return "; ".join(parts)
 
 
