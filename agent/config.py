@@ -198,6 +198,8 @@ class BriskConfig(BaseSettings):
     stt_review_early: bool = Field(
         True, description="Start that second opinion before the VAD stop, on the first partial whose words repeat or that ends in the caller's pause, so the final is ready at the turn end."
     )
+    stt_review_narrowband: bool = Field(
+        False, description="Give the second opinion every final of a phone call's 8 kHz audio, not only the doubted ones (tiny.en mishears narrowband speech about twice as often).")
     stt_review_max_secs: float | None = Field(
         5.0, gt=0, description="Utterances longer than this (seconds of audio) get no second opinion: the turn would wait ~1/3 of their length for it (None = no limit)."
     )

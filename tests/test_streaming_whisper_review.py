@@ -5,6 +5,7 @@ caller goes on from does to it. ``SlowWhisperEngine`` stands in for both Whisper
 import asyncio
 
 from pipecat.frames.frames import VADUserStoppedSpeakingFrame
+from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 
 from frames.transcription import FinalTranscriptionFrame, PartialTranscriptionFrame
@@ -306,3 +307,24 @@ async def test_a_pause_s_hearing_stops_an_early_review_of_words_the_caller_has_g
     [at_the_pause] = [c for c in unsure.calls if c.audio_seconds == hearing.audio_seconds]
     assert hearing.started_at < at_the_pause.ended_at - 0.2
     assert review_heard(final.text) == round(hearing.audio_seconds * SAMPLE_RATE)
+
+
+async def test_with_narrowband_review_every_final_of_a_phone_call_is_heard_again_and_a_browsers_is_not():
+    # The first Whisper sure of its words: only the 8 kHz call's final is doubted, for its band
+    # alone, and the second opinion's, surer still, is kept.
+    sure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.2, text_of=lambda n: "What time do you open?")
+    second = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.1, text_of=lambda n: f"reviewed {n}")
+    scheduler = WhisperScheduler(sure, second_opinion=second)
+
+    async def call(rate, review_narrowband):
+        stt = fake_stt(sure, partial_interval_s=0.02, scheduler=scheduler, review_narrowband=review_narrowband)
+        frames = paced_frames(silence(1.7, rate), rate, speed=2.0, events=vad_events(0.5, 1.5)[:1])
+        frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
+        down, _ = await run_test(stt, frames_to_send=frames, pipeline_params=PipelineParams(audio_in_sample_rate=rate))
+        [final] = of_type(down, FinalTranscriptionFrame)
+        return final.text
+
+    phone, browser, phone_without = await asyncio.gather(call(8000, True), call(SAMPLE_RATE, True), call(8000, False))
+    assert phone.startswith("reviewed")
+    assert browser == phone_without == "What time do you open?"
+    assert scheduler.counts["reviewed"] == 1

@@ -142,16 +142,16 @@ class WhisperScheduler:
         """Jobs running or waiting, on both engines."""
         return sum(len(q) for q in self._queues.values()) + sum(j is not None for j in self._running.values())
 
-    def doubts(self, result: WhisperResult | None, seconds: float | None = None) -> bool:
+    def doubts(self, result: WhisperResult | None, seconds: float | None = None, *, narrowband: bool = False) -> bool:
         """A final with words Whisper is unsure of, or sure words the business does not recognise
         but is about, which the second opinion should hear; ``seconds``: the length of its audio,
-        when known."""
+        when known; ``narrowband``: every final of it (a phone line's, when its call asks)."""
         if self.second_opinion is None or result is None or not result.transcript:
             return False
         if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
             self.counts["review_skipped_long"] += 1
             return False
-        if result.avg_logprob < self.doubt_below:
+        if narrowband or result.avg_logprob < self.doubt_below:
             return True
         if not self.review_unrecognised or self._knows(result):
             return False
