@@ -14,6 +14,7 @@ from agent.business.facts import FactIndex, today_line, vocabulary_of
 from agent.business.words import asked_items, numbers_as_digits
 from agent.business.intents import IntentMatcher
 from agent.business.model import load_business
+from processors.llm.answer_check import checked_answer
 
 TUESDAY_MORNING = datetime(2026, 12, 1, 10, 30, tzinfo=ZoneInfo("Europe/London"))
 
@@ -382,3 +383,17 @@ def test_the_weeks_hours_read_as_a_sentence_whichever_day_the_business_is_closed
     assert lines["agent/business/examples/corner_slice_pizza.yaml"].startswith("We are closed on Monday; open Tuesday to Thursday")
     assert lines["agent/business/examples/willowbank_vets.yaml"].startswith("We are open Monday and Tuesday half past 8")
     assert lines["agent/business/examples/willowbank_vets.yaml"].endswith("; closed on Sunday.")
+
+
+def test_a_statement_mostly_of_words_no_fact_holds_is_told_no_fact_but_may_be_answered_kindly():
+    # Misheard "Are you hiring delivery drivers right now?": the delivery line answers nothing it said.
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    heard = "You're hiring delivery drivers right to home."
+    assert not pizza.supports(heard, "We deliver within 3 miles of the shop; delivery is 5 dollars.")
+    assert checked_answer(pizza.supports, heard, "We deliver within 3 miles of the shop.",
+                          unsupported_text=pizza.business.unknown_answer) == pizza.business.unknown_answer
+    # Sympathy and a question back tell no fact; asked as a question, the file's nearest line is
+    # the other checks' to judge.
+    bikes = FactIndex(load_business())
+    assert bikes.supports("I think my order is lost.", "I'm sorry to hear that. Could you tell me your order number?")
+    assert pizza.supports("Are you hiring delivery drivers?", "I'm sorry, I don't know that.")

@@ -419,6 +419,13 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         if words(answer) and words(answer) <= words(question):
             return False
         return all(_not_a_claim(sentence) for sentence in _SENTENCE.findall(answer) if sentence.strip())
+    if "?" not in question and index.unknown_share(question) > _MOSTLY_UNKNOWN and any(
+            _tells_a_fact(index, facts, question, _claimed(sentence)) for sentence in _SENTENCE.findall(answer)):
+        # A statement most of whose words no fact holds: what retrieval found for it answers
+        # nothing it said ("You're hiring delivery drivers right to home." heard the delivery
+        # line, on a clean browser call; a bathroom refit heard three lines read back). "I'm sorry
+        # to hear that." and a question back tell no fact, and stay.
+        return False
     # Every number said must be one the caller said, or one a retrieved fact holds. When the
     # question names something the file does not know ("helmet"), that fact must also be about
     # what is said: a word of its own (one at most two facts have: "city", "tune") in the
@@ -517,4 +524,15 @@ def _agrees_with_what_a_fact_denies(question: str, facts: list[str], said: list[
             if denied and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
+
+
+def _tells_a_fact(index: FactIndex, facts: list[str], question: str, claim: str) -> bool:
+    """Whether ``claim`` says something of ``facts``: a number, or a word of a line's own (one at
+    most two lines hold) that the caller did not say."""
+    if not claim.strip():
+        return False
+    if numbers_in(claim) - numbers_in(question):
+        return True
+    told = words(claim) - words(question)
+    return any(told & index.distinctive(line) for line in facts)
 
