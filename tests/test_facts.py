@@ -372,8 +372,11 @@ def test_a_yes_to_what_a_fact_line_denies_is_refused():
                      "So I can just pay with a check when it's delivered, yeah?"):
         for answer in ("Sure! Please provide the location.", "Yes, that's fine."):
             assert not pizza.supports(question, answer), (question, answer)
-    # A denial of something else denies nothing asked.
+    # A denial of something else denies nothing asked, nor one of a word many lines hold: the
+    # vets' "We don't see emergencies outside our opening hours" is retrieved for their hours.
     assert pizza.supports("Do you take cards at the door?", "Sure, we take cash and all major cards at the door.")
+    vets = FactIndex(load_business("agent/business/examples/willowbank_vets.yaml"))
+    assert vets.supports("What are your hours on Saturday?", "Sure, on Saturday we're open 9 in the morning to half past 12.")
 
 
 def test_the_weeks_hours_read_as_a_sentence_whichever_day_the_business_is_closed():

@@ -469,7 +469,7 @@ def _supports(index: FactIndex, question: str, answer: str) -> bool:
         # "Sure!" to a turn that is no yes-or-no question agrees with what was said, and what was
         # said is mostly what the file does not know ("You're hiring delivery drivers right to home.").
         return False
-    if _agrees_with_what_a_fact_denies(question, facts, said):
+    if _agrees_with_what_a_fact_denies(index, question, facts, said):
         return False
     if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
@@ -505,12 +505,14 @@ def _says_another_total(index: FactIndex, question: str, answer: str) -> bool:
     return False
 
 
-def _agrees_with_what_a_fact_denies(question: str, facts: list[str], said: list[str]) -> bool:
+def _agrees_with_what_a_fact_denies(index: FactIndex, question: str, facts: list[str], said: list[str]) -> bool:
     """Whether an answer opening "Sure!" or "Yes" agrees to the very thing a fact line of the
     question denies: the last word a negated clause of it holds ("we don't take checks") is a
-    word of the question. "Then it's cool that I write you a check ..." (a 10 dB call, 2026-12-07)
-    heard "Sure! Please provide the location." beside the payment line. Only that last word: "We
-    don't deliver outside 3 miles" denies nothing to "Do you deliver on Sundays?"."""
+    word of the question, and one of the line's own (at most two lines hold it). "Then it's cool
+    that I write you a check ..." (a 10 dB call, 2026-12-07) heard "Sure! Please provide the
+    location." beside the payment line. Only that last word: "We don't deliver outside 3 miles"
+    denies nothing to "Do you deliver on Sundays?"; and only a word of the line's own: "We don't
+    see emergencies outside our opening hours" denies no "Sure!" to "What are your hours?"."""
     if not said or said[0] not in _AGREEING:
         return False
     asked = words(question)
@@ -521,7 +523,7 @@ def _agrees_with_what_a_fact_denies(question: str, facts: list[str], said: list[
                 continue
             after = clause[negation.end():]
             denied = [w for w in comparison_words(after) if w in words(after)]
-            if denied and any(same_word(denied[-1], w) for w in asked):
+            if denied and denied[-1] in index.distinctive(line) and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
 
