@@ -311,20 +311,22 @@ async def test_a_pause_s_hearing_stops_an_early_review_of_words_the_caller_has_g
 
 async def test_with_narrowband_review_every_final_of_a_phone_call_is_heard_again_and_a_browsers_is_not():
     # The first Whisper sure of its words: only the 8 kHz call's final is doubted, for its band
-    # alone, and the second opinion's, surer still, is kept.
+    # alone, and the second opinion's, surer still, is kept; without the setting, neither is.
     sure = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.2, text_of=lambda n: "What time do you open?")
     second = SlowWhisperEngine(delay_s=0.01, avg_logprob=-0.1, text_of=lambda n: f"reviewed {n}")
-    scheduler = WhisperScheduler(sure, second_opinion=second)
+    narrowband = WhisperScheduler(sure, second_opinion=second, review_narrowband=True)
+    default = WhisperScheduler(sure, second_opinion=second)
 
-    async def call(rate, review_narrowband):
-        stt = fake_stt(sure, partial_interval_s=0.02, scheduler=scheduler, review_narrowband=review_narrowband)
+    async def call(rate, scheduler):
+        stt = fake_stt(sure, partial_interval_s=0.02, scheduler=scheduler)
         frames = paced_frames(silence(1.7, rate), rate, speed=2.0, events=vad_events(0.5, 1.5)[:1])
         frames += [SleepFrame(sleep=0.3), VADUserStoppedSpeakingFrame(stop_secs=STOP_SECS)]
         down, _ = await run_test(stt, frames_to_send=frames, pipeline_params=PipelineParams(audio_in_sample_rate=rate))
         [final] = of_type(down, FinalTranscriptionFrame)
         return final.text
 
-    phone, browser, phone_without = await asyncio.gather(call(8000, True), call(SAMPLE_RATE, True), call(8000, False))
+    phone, browser, phone_without = await asyncio.gather(
+        call(8000, narrowband), call(SAMPLE_RATE, narrowband), call(8000, default))
     assert phone.startswith("reviewed")
     assert browser == phone_without == "What time do you open?"
-    assert scheduler.counts["reviewed"] == 1
+    assert narrowband.counts["reviewed"] == 1 and default.counts["reviewed"] == 0

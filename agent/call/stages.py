@@ -99,7 +99,6 @@ def make_stt(resources: Resources):
         max_utterance_s=config.stt_max_utterance_secs,
         preroll_s=config.stt_preroll_secs,
         review_early=config.stt_review_early,
-        review_narrowband=config.stt_review_narrowband,
     )
 
 

@@ -153,7 +153,8 @@ class Runtime:
         config = self.config
         return WhisperScheduler(engine, second_opinion=second_opinion, doubt_below=config.stt_doubt_below,
                                 recognised=self._recognised(), review_unrecognised=config.stt_review_unrecognised,
-                                about_the_business=self._about_the_business(), review_max_s=config.stt_review_max_secs)
+                                about_the_business=self._about_the_business(), review_max_s=config.stt_review_max_secs,
+                                review_narrowband=config.stt_review_narrowband)
 
     def _business_api(self):
         """The sender of the business file's HTTP tools' requests (None: it declares none)."""

@@ -84,7 +84,6 @@ class StreamingWhisperSTTService(STTService):
         reuse_covering_partial: bool = True,
         max_utterance_s: float = 20.0,
         review_early: bool = True,
-        review_narrowband: bool = False,
         **kwargs,
     ):
         """Initialize the service.
@@ -108,9 +107,6 @@ class StreamingWhisperSTTService(STTService):
                 continued as a new utterance, so no clip grows without bound.
             review_early: Start a doubted final's review on the stable partial before it (see
                 the module docstring).
-            review_narrowband: Doubt every final of audio below 16 kHz (a phone line's 8 kHz):
-                tiny.en mishears narrowband speech about twice as often as wideband, the
-                second opinion (base) much less so (docs/benchmarks.md, Hearing per condition).
             **kwargs: Passed to ``STTService``.
         """
         kwargs.setdefault("settings", STTSettings(model=engine.name, language=Language(engine.language)))
@@ -126,7 +122,6 @@ class StreamingWhisperSTTService(STTService):
         self._preroll_bytes = 0  # set with the stream's rate, by the first frame
         self._reuse_covering_partial = reuse_covering_partial
         self._review_early = review_early
-        self._review_narrowband = review_narrowband
         self.partial_stats = PartialStats()
 
         # The stream's rate is the first frame's; _frame_rate is the frame being processed.
@@ -447,8 +442,7 @@ class StreamingWhisperSTTService(STTService):
     def _doubts(self, utterance: Utterance, heard: Partial) -> bool:
         """Whether the scheduler's second opinion should hear these words, of this much audio."""
         seconds = (heard.end_sample - utterance.start_sample) / utterance.sample_rate
-        narrowband = self._review_narrowband and utterance.sample_rate < SAMPLE_RATE
-        return self._scheduler.doubts(heard.result, seconds, narrowband=narrowband)
+        return self._scheduler.doubts(heard.result, seconds, narrowband=utterance.sample_rate < SAMPLE_RATE)
 
     async def _reviewed(self, utterance: Utterance, first: WhisperResult) -> WhisperResult:
         """The second opinion's transcript to keep for ``first``: the early review's when it is

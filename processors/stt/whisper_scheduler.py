@@ -108,7 +108,7 @@ class WhisperScheduler:
     def __init__(self, engine: WhisperEngine, *, second_opinion: WhisperEngine | None = None,
                  doubt_below: float = -0.4, recognised: Recognised | None = None,
                  review_unrecognised: bool = True, about_the_business: Recognised | None = None,
-                 review_max_s: float | None = None):
+                 review_max_s: float | None = None, review_narrowband: bool = False):
         """Args:
             recognised: whether the business knows what a transcript asks (its intents): of two
                 transcripts of one clip, the one it knows wins. None: the surer one always does.
@@ -122,6 +122,9 @@ class WhisperScheduler:
                 for it: 1.5-1.8 s for a 6 s sentence, in which one misheard word seldom
                 changes the answer, against 0.4 s for the short question where one word is
                 the whole question. None: no limit.
+            review_narrowband: every final of audio below 16 kHz (a phone line's 8 kHz) is heard
+                again: tiny.en mishears narrowband speech about twice as often as wideband
+                (docs/benchmarks.md, Hearing per condition; it helped little, so it is off).
         """
         self.engine = engine
         self.second_opinion = second_opinion
@@ -130,6 +133,7 @@ class WhisperScheduler:
         self.review_unrecognised = review_unrecognised
         self.about_the_business = about_the_business
         self.review_max_s = review_max_s
+        self.review_narrowband = review_narrowband
         # One queue, running job and worker per engine (None: the main one).
         self._queues: dict[WhisperEngine | None, list[_Job]] = {None: [], second_opinion: []}
         self._running: dict[WhisperEngine | None, _Job | None] = dict.fromkeys(self._queues)
@@ -145,13 +149,13 @@ class WhisperScheduler:
     def doubts(self, result: WhisperResult | None, seconds: float | None = None, *, narrowband: bool = False) -> bool:
         """A final with words Whisper is unsure of, or sure words the business does not recognise
         but is about, which the second opinion should hear; ``seconds``: the length of its audio,
-        when known; ``narrowband``: every final of it (a phone line's, when its call asks)."""
+        when known; ``narrowband``: whether it is below 16 kHz (see ``review_narrowband``)."""
         if self.second_opinion is None or result is None or not result.transcript:
             return False
         if seconds is not None and self.review_max_s is not None and seconds > self.review_max_s:
             self.counts["review_skipped_long"] += 1
             return False
-        if narrowband or result.avg_logprob < self.doubt_below:
+        if (narrowband and self.review_narrowband) or result.avg_logprob < self.doubt_below:
             return True
         if not self.review_unrecognised or self._knows(result):
             return False
