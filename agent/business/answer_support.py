@@ -176,7 +176,7 @@ def _says_another_total(index, question: str, answer: str) -> bool:
     reckoned = index.reckoning(question)
     if reckoned is None:
         return False
-    allowed = reckoned.results | reckoned.numbers | numbers_in(question)
+    allowed = reckoned.numbers | numbers_in(question)  # the sentence's numbers hold its results
     for sentence in _SENTENCE.findall(answer):
         for said in _TOTAL_SAID.finditer(sentence):
             amount = said.group(1)
@@ -204,7 +204,8 @@ def _agrees_with_what_a_fact_denies(index, question: str, facts: list[str], said
             if negation is None:
                 continue
             after = clause[negation.end():]
-            denied = [w for w in comparison_words(after) if w in words(after)]
+            content = words(after)
+            denied = [w for w in comparison_words(after) if w in content]
             if denied and denied[-1] in index.distinctive(line) and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
