@@ -16,6 +16,7 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     LLMContextFrame,
+    TranscriptionFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
@@ -32,7 +33,7 @@ from pipecat.workers.runner import WorkerRunner
 from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.turn_completeness import unfinished
+from processors.turns.turn_completeness import CompletenessRules, left_open, unfinished
 from tests.fakes.fixed_turn_check import FixedTurnCheck
 from tests.waiting import started, until
 
@@ -58,6 +59,22 @@ def test_unfinished_words_are_told_apart(text):
 ])
 def test_finished_words_can_end_the_turn(text):
     assert unfinished(text) is None
+
+
+@pytest.mark.parametrize("text", ["Do you have", "I need a helmet. A lock", "I was charged twice", "It's for my son"])
+def test_words_whisper_left_without_closing_punctuation_are_unfinished(text):
+    assert unfinished(text, CompletenessRules(open_ending=True)) is not None
+    assert unfinished(text) is None  # for an STT that may never punctuate
+
+
+@pytest.mark.parametrize("text", ["Yes.", "Do you have helmets?", "That's great!", 'He said "no."'])
+def test_words_whisper_closed_are_finished_as_before(text):
+    assert unfinished(text, CompletenessRules(open_ending=True)) is None
+
+
+def test_a_question_ending_on_a_word_sentences_hardly_end_on_is_left_open_to_the_audio():
+    assert left_open("Can I bring it in on?") and left_open("Where are you guys at?")
+    assert not left_open("What time do you open?") and not left_open("I'd like to book for")
 
 
 class TurnEnds(FrameProcessor):
@@ -104,16 +121,19 @@ async def turn_rig(audio_check=None, **options):
         await asyncio.wait_for(run, 10)
 
 
-async def utterance(worker, text: str) -> float:
+async def utterance(worker, text: str, frame=FinalTranscriptionFrame) -> float:
     """The caller says ``text`` and stops: VAD start, half a second of audio and the VAD's 0.3 s of
-    silence, the VAD stop, the final; when the VAD stopped."""
+    silence, the VAD stop, the final (Whisper's, unless ``frame`` is another STT's); when the VAD stopped."""
     await worker.queue_frame(VADUserStartedSpeakingFrame())
     for audio in [LOUD] * 25 + [SILENT] * 15:
         await worker.queue_frame(InputAudioRawFrame(audio=audio, sample_rate=16000, num_channels=1))
     await asyncio.sleep(0.05)
     stopped = time.monotonic()
     await worker.queue_frame(VADUserStoppedSpeakingFrame(stop_secs=0.3))
-    await worker.queue_frame(FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1))
+    if frame is FinalTranscriptionFrame:
+        await worker.queue_frame(FinalTranscriptionFrame(text=text, user_id="", timestamp="", utterance_id=1))
+    else:
+        await worker.queue_frame(frame(text=text, user_id="", timestamp=""))
     return stopped
 
 
@@ -268,6 +288,43 @@ async def test_two_calls_hold_their_own_turns():
         await ends_b.wait_for(1)
     assert ends_a.asked == ["My order number is 4572."] and ends_b.asked == ["Where is the shop?"]
     assert ends_b.ends[0] - stopped_b < MAX_WAIT_S / 2 and strategy_b.held == 0 and strategy_a.held == 1
+
+
+async def test_words_whisper_left_open_wait_for_the_rest_and_another_stts_do_not():
+    # Two calls at once: Whisper wrote no full stop after "Do you have" because the caller broke
+    # off; a plain TranscriptionFrame (another STT, the keypad) may never carry punctuation.
+    async with turn_rig() as (whisper, held, whisper_ends), turn_rig() as (other, not_held, other_ends):
+        await utterance(whisper, "Do you have")
+        other_stopped = await utterance(other, "do you have helmets", frame=TranscriptionFrame)
+        await asyncio.sleep(0.4)
+        assert whisper_ends.ends == []
+        await utterance(whisper, "helmets for kids?")
+        await whisper_ends.wait_for(1)
+        await other_ends.wait_for(1)
+    assert whisper_ends.asked == ["Do you have helmets for kids?"] and held.held == 1
+    assert other_ends.asked == ["do you have helmets"] and not_held.held == 0
+    assert other_ends.ends[0] - other_stopped < MAX_WAIT_S / 2
+
+
+async def test_a_question_left_open_is_put_to_the_audio_model_and_a_whole_one_is_not():
+    async with turn_rig(FixedTurnCheck(verdict=0.1), question_ends_at_final=True) as (worker, strategy, ends):
+        await utterance(worker, "Can I bring it in on?")
+        await asyncio.sleep(0.4)
+        assert ends.ends == []  # the audio says the caller is mid-question
+        await utterance(worker, "Saturday morning?")
+        await ends.wait_for(1)
+        question = await utterance(worker, "Can I bring it in on Sunday?")
+        await ends.wait_for(2)
+    assert ends.asked == ["Can I bring it in on? Saturday morning?", "Can I bring it in on Sunday?"]
+    assert strategy.held_by_audio == 1 and ends.ends[1] - question < MAX_WAIT_S / 2
+
+
+async def test_a_question_left_open_that_the_audio_calls_finished_ends_at_the_short_timeout():
+    async with turn_rig(FixedTurnCheck(verdict=0.9), question_ends_at_final=True) as (worker, strategy, ends):
+        stopped = await utterance(worker, "Where are you guys at?")
+        await ends.wait_for(1)
+    assert ends.asked == ["Where are you guys at?"] and strategy.held == 0
+    assert ends.ends[0] - stopped < MAX_WAIT_S / 2
 
 
 # Long enough that a turn ending before it ended at its final, not at the pause tolerance.

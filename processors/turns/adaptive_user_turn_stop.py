@@ -16,9 +16,10 @@ VAD stop. This subclass keeps that for words that can end a turn; when they can'
 (``turn_completeness.unfinished``: "My order number is", "two bikes for Saturday,", "um") it holds
 the end until the caller speaks again (the base then discards the pending end, as it does for
 any resumed speech), a later transcript of the turn is finished, or ``max_wait_s`` after the VAD
-stop has passed. A statement the words call finished (not a question) is also put to
-``audio_check`` (``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so
-it is ready by the timeout), and held the same way when the audio says unfinished. At the longest
+stop has passed. A statement the words call finished (not a question, unless it ends on such a
+word: "Can I bring it in on?", ``turn_completeness.left_open``) is also put to ``audio_check``
+(``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so it is ready by
+the timeout), and held the same way when the audio says unfinished. At the longest
 wait, audio that is speech again (the caller resuming, before the VAD has said so) keeps the turn
 open a moment longer.
 
@@ -48,6 +49,7 @@ question (``processors/turns/turn_continuation.py``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 
@@ -65,7 +67,7 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
 from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.silence_clock import SilenceClock
-from processors.turns.turn_completeness import CompletenessRules, unfinished
+from processors.turns.turn_completeness import CompletenessRules, left_open, unfinished
 
 # At the longest wait, speech in the audio keeps the turn open this much longer for the VAD to
 # confirm it (its start needs 0.2 s of speech).
@@ -84,7 +86,10 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                 0 = never wait (the base's fixed timeout).
             final_wait_s: Longest wait after the VAD stop for the final transcript of words a
                 partial already heard.
-            rules: What counts as unfinished; ``CompletenessRules()`` when None.
+            rules: What counts as unfinished; ``CompletenessRules(open_ending=True)`` when None.
+                ``open_ending`` applies only to words Brisk's Whisper STT wrote (its
+                ``FinalTranscriptionFrame``): it punctuates the sentences it hears end. Another
+                STT's transcript, the keypad's digits or a typed message may have no punctuation.
             audio_check: An audio end-of-turn model (``livekit_eot_check.py``, ``smart_turn_check.py``)
                 for turns whose words look finished; None = words only.
             question_ends_at_final: A finished question ends the turn when its final comes
@@ -93,7 +98,9 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         """
         super().__init__(**kwargs)
         self.max_wait_s = max_wait_s
-        self.rules = rules or CompletenessRules()
+        self.rules = rules or CompletenessRules(open_ending=True)
+        self._unpunctuated_rules = dataclasses.replace(self.rules, open_ending=False)
+        self._words_punctuated = False  # the turn's latest words are Whisper's, which punctuates
         self.audio_check = audio_check
         self.held = 0
         self.held_by_audio = 0
@@ -179,9 +186,10 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
                 await self._cancel_final_wait()  # the base ends the turn on this final, if it may
         if isinstance(frame, TranscriptionFrame) and frame.text.strip():
             self._finals.append(frame.text.strip())
+            self._words_punctuated = isinstance(frame, FinalTranscriptionFrame)
         result = await super().process_frame(frame)
         if (isinstance(frame, TranscriptionFrame) and self.holding and self._held_for_words
-                and unfinished(self.turn_text, self.rules) is None):
+                and unfinished(self.turn_text, self.rules_now) is None):
             await self._release("the words are finished now")
         elif isinstance(frame, FinalTranscriptionFrame) and self._question_answerable_now():
             self.ended_at_final += 1
@@ -205,7 +213,13 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         text = self.turn_text
         return (self.question_ends_at_final and self._paused and not self.final_awaited
                 and not self.holding and self._final_wait_task is None and not self._speech_now()
-                and text.endswith("?") and unfinished(text, self.rules) is None)
+                and text.endswith("?") and unfinished(text, self.rules_now) is None
+                and not left_open(text, self.rules_now))
+
+    @property
+    def rules_now(self) -> CompletenessRules:
+        """The rules for the turn's words as they are: ``open_ending`` only for Whisper's."""
+        return self.rules if self._words_punctuated else self._unpunctuated_rules
 
     @property
     def turn_text(self) -> str:
@@ -244,8 +258,9 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     async def _why_unfinished(self) -> tuple[str | None, bool]:
         """Why the turn can't end yet (None: it can), and whether the audio said so rather than the words."""
         text = self.turn_text
-        reason = unfinished(text, self.rules)
-        if reason is not None or self._verdict is None or not text or text.rstrip().endswith("?"):
+        reason = unfinished(text, self.rules_now)
+        if (reason is not None or self._verdict is None or not text
+                or (text.rstrip().endswith("?") and not left_open(text, self.rules_now))):
             return reason, False
         try:
             probability = await asyncio.wait_for(asyncio.shield(self._verdict), timeout=0.3)

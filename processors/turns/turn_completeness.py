@@ -3,8 +3,10 @@
 Consumes a turn's transcript (its finals so far); gives ``None`` when the words could end a
 turn, or why they can't: they end in a word that needs more ("and", "is", "my", "um"), in
 punctuation Whisper writes at a break in a sentence ("...", ",", ":"), in a number being
-dictated that is still short, or in a name being spelled letter by letter. A question mark or
-an ordinary last word is finished. Pure and cheap (microseconds), so it runs at every pause;
+dictated that is still short, or in a name being spelled letter by letter; and, for an STT that
+punctuates what it hears end (Whisper), in no closing punctuation at all. A question mark or an
+ordinary last word is finished, except a question that ends on one of those words ("Can I bring
+it in on?"): ``left_open`` says so, and the audio decides it. Pure and cheap (microseconds), so it runs at every pause;
 ``adaptive_user_turn_stop.py`` decides on it.
 
 Why words rather than pipecat's Smart Turn model on the audio: on this machine Smart Turn v3
@@ -40,6 +42,7 @@ NUMBER_CUES = {"number": 4, "order": 4, "code": 4, "zip": 5, "postcode": 5, "acc
 NUMBER_WORDS = frozenset("zero oh one two three four five six seven eight nine ten".split())
 
 _WORD = re.compile(r"[a-z0-9']+")
+_CLOSED = re.compile(r"[.?!][\"'”’)]*$")
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,15 @@ class CompletenessRules:
     Parameters:
         last_words: A turn ending on one of these is unfinished.
         number_cues: Digits dictated after one of these words, fewer than its count, are unfinished.
+        open_ending: Words with no closing punctuation (".", "?", "!") are unfinished. Only for
+            an STT that punctuates the sentences it hears end, as Whisper does: its transcript of
+            words cut by a pause ("Do you have", "I need a helmet. A lock") is left open. An STT
+            that never punctuates would hold every turn.
     """
 
     last_words: frozenset[str] = field(default=UNFINISHED_LAST_WORDS)
     number_cues: dict[str, int] = field(default_factory=lambda: dict(NUMBER_CUES))
+    open_ending: bool = False
 
 
 def unfinished(text: str, rules: CompletenessRules = CompletenessRules()) -> str | None:
@@ -77,7 +85,21 @@ def unfinished(text: str, rules: CompletenessRules = CompletenessRules()) -> str
         return f"a number being dictated ({dictated} digits so far)"
     if len(words) >= 3 and all(len(w) == 1 and w.isalpha() for w in words[-2:]) and words[-1] not in ("a", "i"):
         return "a name being spelled"
+    if rules.open_ending and not _CLOSED.search(stripped):
+        return "no closing punctuation"
     return None
+
+
+def left_open(text: str, rules: CompletenessRules = CompletenessRules()) -> bool:
+    """Whether ``text`` is a question that ends on a word a sentence hardly ends on: "Can I bring
+    it in on?", "What's the price of?" are a caller pausing mid-question, but "Where are you guys
+    at?" and "What's the best number to ring you on?" are whole questions too, so the words alone
+    can't tell. Such a question is not ended at its final; an audio model decides it."""
+    stripped = text.strip()
+    if not stripped.endswith("?"):
+        return False
+    words = _WORD.findall(stripped.lower())
+    return bool(words) and words[-1] in rules.last_words
 
 
 def _dictated_digits(words: list[str], cues: dict[str, int]) -> int | None:
