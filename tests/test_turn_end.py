@@ -33,7 +33,7 @@ from pipecat.workers.runner import WorkerRunner
 from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.turn_continuation import TurnContinuation
 from processors.turns.adaptive_user_turn_stop import AdaptiveUserTurnStopStrategy
-from processors.turns.turn_completeness import CompletenessRules, left_open, unfinished
+from processors.turns.turn_completeness import CompletenessRules, unfinished
 from tests.fakes.fixed_turn_check import FixedTurnCheck
 from tests.waiting import started, until
 
@@ -70,11 +70,6 @@ def test_words_whisper_left_without_closing_punctuation_are_unfinished(text):
 @pytest.mark.parametrize("text", ["Yes.", "Do you have helmets?", "That's great!", 'He said "no."'])
 def test_words_whisper_closed_are_finished_as_before(text):
     assert unfinished(text, CompletenessRules(open_ending=True)) is None
-
-
-def test_a_question_ending_on_a_word_sentences_hardly_end_on_is_left_open_to_the_audio():
-    assert left_open("Can I bring it in on?") and left_open("Where are you guys at?")
-    assert not left_open("What time do you open?") and not left_open("I'd like to book for")
 
 
 class TurnEnds(FrameProcessor):
@@ -306,29 +301,19 @@ async def test_words_whisper_left_open_wait_for_the_rest_and_another_stts_do_not
     assert other_ends.ends[0] - other_stopped < MAX_WAIT_S / 2
 
 
-async def test_a_question_left_open_is_put_to_the_audio_model_and_a_whole_one_is_not():
-    async with turn_rig(FixedTurnCheck(verdict=0.1), question_ends_at_final=True) as (worker, strategy, ends):
-        await utterance(worker, "Can I bring it in on?")
-        await asyncio.sleep(0.4)
-        assert ends.ends == []  # the audio says the caller is mid-question
-        await utterance(worker, "Saturday morning?")
-        await ends.wait_for(1)
-        question = await utterance(worker, "Can I bring it in on Sunday?")
-        await ends.wait_for(2)
-    assert ends.asked == ["Can I bring it in on? Saturday morning?", "Can I bring it in on Sunday?"]
-    assert strategy.held_by_audio == 1 and ends.ends[1] - question < MAX_WAIT_S / 2
-
-
-async def test_a_question_left_open_that_the_audio_calls_finished_ends_at_the_short_timeout():
-    async with turn_rig(FixedTurnCheck(verdict=0.9), question_ends_at_final=True) as (worker, strategy, ends):
-        stopped = await utterance(worker, "Where are you guys at?")
-        await ends.wait_for(1)
-    assert ends.asked == ["Where are you guys at?"] and strategy.held == 0
-    assert ends.ends[0] - stopped < MAX_WAIT_S / 2
-
-
 # Long enough that a turn ending before it ended at its final, not at the pause tolerance.
 LONG_TIMEOUT_S = 1.0
+
+
+async def test_a_whole_question_that_ends_on_a_preposition_ends_at_its_final_without_the_audio_model():
+    # Put to LiveKit's model, "Where are you guys at?" in espeak voices waited the full second, and
+    # "Can I bring it in on ...?" in a person's voice was called finished anyway (docs/benchmarks.md).
+    options = {"user_speech_timeout": LONG_TIMEOUT_S, "question_ends_at_final": True}
+    async with turn_rig(FixedTurnCheck(verdict=0.1), **options) as (worker, strategy, ends):
+        stopped = await utterance_heard_late(worker, "Where are you guys at?", utterance_id=1, final_after_s=0.05)
+        await ends.wait_for(1)
+    assert ends.asked == ["Where are you guys at?"] and strategy.held == 0 and strategy.ended_at_final == 1
+    assert ends.ends[0] - stopped < LONG_TIMEOUT_S / 2
 
 
 async def test_with_question_ends_at_final_a_question_ends_when_its_final_comes_and_a_statement_waits():

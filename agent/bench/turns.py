@@ -110,7 +110,8 @@ TURNS_CORPUS: tuple[Utterance, ...] = (
     spoken("c-opening-times", "complete", "en-gb", 165, "Could you tell me your opening times?"),
     spoken("c-cancel", "complete", "en-us+m3", 170, "I'd like to cancel my booking."),
     # Whole questions that end on a preposition, as callers ask them: the words alone can't
-    # tell them from a caller pausing mid-question ("Can I bring it in on ...").
+    # tell them from a caller pausing mid-question ("Can I bring it in on ..."), and a rule that
+    # holds them for the audio model shows its cost here.
     spoken("c-where-at", "complete", "en-gb", 165, "Where are you guys at?"),
     spoken("c-ring-on", "complete", "en-us+f2", 160, "What's the best number to ring you on?"),
     spoken("c-speaking-to", "complete", "en-gb-scotland", 160, "Who am I speaking to?"),

@@ -16,10 +16,9 @@ VAD stop. This subclass keeps that for words that can end a turn; when they can'
 (``turn_completeness.unfinished``: "My order number is", "two bikes for Saturday,", "um") it holds
 the end until the caller speaks again (the base then discards the pending end, as it does for
 any resumed speech), a later transcript of the turn is finished, or ``max_wait_s`` after the VAD
-stop has passed. A statement the words call finished (not a question, unless it ends on such a
-word: "Can I bring it in on?", ``turn_completeness.left_open``) is also put to ``audio_check``
-(``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so it is ready by
-the timeout), and held the same way when the audio says unfinished. At the longest
+stop has passed. A statement the words call finished (not a question) is also put to
+``audio_check`` (``livekit_eot_check.py`` or ``smart_turn_check.py``, started at the VAD stop so
+it is ready by the timeout), and held the same way when the audio says unfinished. At the longest
 wait, audio that is speech again (the caller resuming, before the VAD has said so) keeps the turn
 open a moment longer.
 
@@ -67,7 +66,7 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 
 from frames.transcription import FinalTranscriptionFrame, NoWordsHeardFrame, PartialTranscriptionFrame
 from processors.turns.silence_clock import SilenceClock
-from processors.turns.turn_completeness import CompletenessRules, left_open, unfinished
+from processors.turns.turn_completeness import CompletenessRules, unfinished
 
 # At the longest wait, speech in the audio keeps the turn open this much longer for the VAD to
 # confirm it (its start needs 0.2 s of speech).
@@ -213,8 +212,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         text = self.turn_text
         return (self.question_ends_at_final and self._paused and not self.final_awaited
                 and not self.holding and self._final_wait_task is None and not self._speech_now()
-                and text.endswith("?") and unfinished(text, self.rules_now) is None
-                and not left_open(text, self.rules_now))
+                and text.endswith("?") and unfinished(text, self.rules_now) is None)
 
     @property
     def rules_now(self) -> CompletenessRules:
@@ -259,8 +257,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         """Why the turn can't end yet (None: it can), and whether the audio said so rather than the words."""
         text = self.turn_text
         reason = unfinished(text, self.rules_now)
-        if (reason is not None or self._verdict is None or not text
-                or (text.rstrip().endswith("?") and not left_open(text, self.rules_now))):
+        if reason is not None or self._verdict is None or not text or text.rstrip().endswith("?"):
             return reason, False
         try:
             probability = await asyncio.wait_for(asyncio.shield(self._verdict), timeout=0.3)

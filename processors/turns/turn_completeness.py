@@ -5,8 +5,7 @@ turn, or why they can't: they end in a word that needs more ("and", "is", "my", 
 punctuation Whisper writes at a break in a sentence ("...", ",", ":"), in a number being
 dictated that is still short, or in a name being spelled letter by letter; and, for an STT that
 punctuates what it hears end (Whisper), in no closing punctuation at all. A question mark or an
-ordinary last word is finished, except a question that ends on one of those words ("Can I bring
-it in on?"): ``left_open`` says so, and the audio decides it. Pure and cheap (microseconds), so it runs at every pause;
+ordinary last word is finished. Pure and cheap (microseconds), so it runs at every pause;
 ``adaptive_user_turn_stop.py`` decides on it.
 
 Why words rather than pipecat's Smart Turn model on the audio: on this machine Smart Turn v3
@@ -88,18 +87,6 @@ def unfinished(text: str, rules: CompletenessRules = CompletenessRules()) -> str
     if rules.open_ending and not _CLOSED.search(stripped):
         return "no closing punctuation"
     return None
-
-
-def left_open(text: str, rules: CompletenessRules = CompletenessRules()) -> bool:
-    """Whether ``text`` is a question that ends on a word a sentence hardly ends on: "Can I bring
-    it in on?", "What's the price of?" are a caller pausing mid-question, but "Where are you guys
-    at?" and "What's the best number to ring you on?" are whole questions too, so the words alone
-    can't tell. Such a question is not ended at its final; an audio model decides it."""
-    stripped = text.strip()
-    if not stripped.endswith("?"):
-        return False
-    words = _WORD.findall(stripped.lower())
-    return bool(words) and words[-1] in rules.last_words
 
 
 def _dictated_digits(words: list[str], cues: dict[str, int]) -> int | None:
