@@ -151,6 +151,8 @@ def test_an_answer_from_the_facts_is_allowed(facts, question, answer):
     # The same, said before an "I don't know" in one sentence, which excuses only itself (FAQ
     # suite's noisy calls: "We are hiring, I'm sorry, I don't know that.").
     ("Are you hiring mechanics for the repairs at the moment?", "We are hiring, I'm sorry, I don't know that."),
+    # ... and its first clause alone, as the check sees it while the answer streams: few words, still a claim.
+    ("Are you hiring mechanics for the repairs at the moment?", "We are hiring,"),
     ("Do you rent out tandems for the day?", "We rent tandems, but I'm not sure of the price. Would you like me to put you through to a person?"),
     # Prices of things the caller did not name, read out to a question about something the file
     # does not know (FAQ suite, 2026-12-01: "Can I pay with cash?" heard without its "Can").
@@ -386,6 +388,16 @@ def test_the_weeks_hours_read_as_a_sentence_whichever_day_the_business_is_closed
     assert lines["agent/business/examples/corner_slice_pizza.yaml"].startswith("We are closed on Monday; open Tuesday to Thursday")
     assert lines["agent/business/examples/willowbank_vets.yaml"].startswith("We are open Monday and Tuesday half past 8")
     assert lines["agent/business/examples/willowbank_vets.yaml"].endswith("; closed on Sunday.")
+
+
+def test_a_short_claim_streamed_before_an_i_dont_know_is_not_said_but_a_short_question_back_is():
+    # A 10 dB call heard "We are hiring, I'm sorry, I don't know that.": its first clause, three
+    # words, passed the check before the rest of the sentence came.
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    heard = "You're hiring, delivering right for us, right now."
+    assert checked_answer(pizza.supports, heard, "We are hiring, I'm sorry, I don't know that.",
+                          unsupported_text=pizza.business.unknown_answer) == pizza.business.unknown_answer
+    assert pizza.supports(heard, "Hiring drivers?") and pizza.supports(heard, "Sorry, no idea.")
 
 
 def test_a_statement_mostly_of_words_no_fact_holds_is_told_no_fact_but_may_be_answered_kindly():

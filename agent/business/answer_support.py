@@ -88,6 +88,17 @@ def _claimed(sentence: str) -> str:
     return "" if _not_a_claim(sentence) else sentence
 
 
+def _said_before_giving_up(sentence: str) -> str:
+    """What ``sentence`` says before any "I don't know" (or offer of a person), however few its
+    words; nothing for a question back. The answer is checked clause by clause as it streams, so
+    "We are hiring," is judged before the "I'm sorry, I don't know that." that follows it (a 10 dB
+    call, 2026-12-07, heard it said): its three words are still a claim."""
+    said = _DONT_KNOW.search(sentence.lower())
+    if said:
+        return sentence[:said.start()]
+    return "" if sentence.strip().endswith("?") else sentence
+
+
 def supports(index, question: str, answer: str) -> bool:
     """Whether ``answer`` (so far) to ``question`` says nothing the file behind ``index`` (a
     ``FactIndex``) does not hold; see the module docstring."""
@@ -127,7 +138,8 @@ def supports(index, question: str, answer: str) -> bool:
     # A claim about what the caller asked that the file does not know, their word said back in a
     # statement ("The parking near the shop is at 42 Harbor Lane."), is made up from the facts
     # that happened to be retrieved.
-    if any(unknown & words(_claimed(sentence)) for sentence in _SENTENCE.findall(answer) if sentence.strip()):
+    if any(unknown & words(_said_before_giving_up(sentence)) for sentence in _SENTENCE.findall(answer)
+           if sentence.strip()):
         return False
     if _says_another_total(index, question, answer):
         return False
