@@ -78,25 +78,19 @@ def _not_a_claim(sentence: str) -> bool:
     return sentence.endswith("?") or len(sentence.split()) <= 3 or bool(_DONT_KNOW.search(sentence.lower()))
 
 
-def _claimed(sentence: str) -> str:
+def _claimed(sentence: str, *, few_words: bool = False) -> str:
     """What ``sentence`` claims: all of it; what comes before its "I don't know" (or offer of a
     person), however short ("We are hiring, I'm sorry, I don't know that." claims "We are
-    hiring", heard in the FAQ suite's noisy calls); nothing for a question back or a few words."""
+    hiring", heard in the FAQ suite's noisy calls); nothing for a question back, nor for a few
+    words ("Hello!") unless ``few_words``. The answer is checked clause by clause as it streams,
+    so "We are hiring," is judged before the rest of its sentence comes: said back to a caller's
+    word no fact holds, its three words are a claim (a 10 dB call, 2026-12-07)."""
     said = _DONT_KNOW.search(sentence.lower())
     if said:
         return sentence[:said.start()]
-    return "" if _not_a_claim(sentence) else sentence
-
-
-def _said_before_giving_up(sentence: str) -> str:
-    """What ``sentence`` says before any "I don't know" (or offer of a person), however few its
-    words; nothing for a question back. The answer is checked clause by clause as it streams, so
-    "We are hiring," is judged before the "I'm sorry, I don't know that." that follows it (a 10 dB
-    call, 2026-12-07, heard it said): its three words are still a claim."""
-    said = _DONT_KNOW.search(sentence.lower())
-    if said:
-        return sentence[:said.start()]
-    return "" if sentence.strip().endswith("?") else sentence
+    if sentence.strip().endswith("?") or (not few_words and len(sentence.split()) <= 3):
+        return ""
+    return sentence
 
 
 def supports(index, question: str, answer: str) -> bool:
@@ -138,7 +132,7 @@ def supports(index, question: str, answer: str) -> bool:
     # A claim about what the caller asked that the file does not know, their word said back in a
     # statement ("The parking near the shop is at 42 Harbor Lane."), is made up from the facts
     # that happened to be retrieved.
-    if any(unknown & words(_said_before_giving_up(sentence)) for sentence in _SENTENCE.findall(answer)
+    if any(unknown & words(_claimed(sentence, few_words=True)) for sentence in _SENTENCE.findall(answer)
            if sentence.strip()):
         return False
     if _says_another_total(index, question, answer):
