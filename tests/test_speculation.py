@@ -35,6 +35,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.turns.user_start import VADUserTurnStartStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
@@ -47,6 +48,7 @@ from processors.speculation.speculation_stats import Draft, DraftOutcome, Specul
 from processors.speculation.similarity_match import SimilarityMatch
 from processors.speculation.speculative_user_turn_stop import SpeculativeUserTurnStopStrategy
 from processors.speculation.stable_partials import StabilityConfig
+from tests.fakes.slow_turn_reset import SlowTurnReset
 from tests.fakes.tool_calling_llm import ToolCallingLLM
 from tests.waiting import until
 
@@ -208,6 +210,7 @@ async def speculative_pipeline(
     stability: StabilityConfig | None = None,
     user_speech_timeout: float = 0.3,
     tools: ToolsSchema | None = None,
+    start: list | None = None,
 ):
     stats = SpeculationStats()
     strategy = SpeculativeUserTurnStopStrategy(
@@ -215,7 +218,7 @@ async def speculative_pipeline(
     )
     context = LLMContext(tools=tools) if tools else LLMContext()
     pair = LLMContextAggregatorPair(
-        context, user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[strategy]))
+        context, user_params=LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(start=start, stop=[strategy]))
     )
     client = make_openai_client(base_url=base_url, api_key=None, connect_timeout=2.0, total_timeout=30.0)
     llm = AccountedLLMService(
@@ -438,3 +441,25 @@ async def test_a_draft_on_words_the_second_opinion_revised_is_kept_only_for_the_
     assert draft.outcome == (DraftOutcome.COMMITTED if committed else DraftOutcome.CANCELLED)
     assert rig.recorder.text().endswith("Saturday we open at ten in the morning." if committed
                                         else "Sorry, we are closed on Sunday.")
+
+
+async def test_a_transcript_processed_while_pipecat_settles_a_committed_turn_end_neither_ends_it_again_nor_drafts():
+    # On a busy machine the final's own processing went on while pipecat told the strategies
+    # the turn had ended: it ended the turn again, drafted on the same words, and the turn end
+    # then withdrew that draft, which stopped the committed answer (docs/testing.md).
+    slow = SlowTurnReset()
+    server = ScriptedLLM(ttft_s=0.2, tokens_per_s=200, answer_for=answer_by_day)
+    async with scripted(server) as url, speculative_pipeline(url, start=[VADUserTurnStartStrategy(), slow]) as rig:
+        await rig.send(VADUserStartedSpeakingFrame())
+        await rig.say("are you open on sunday")
+        await until(lambda: server.requests, "the draft's request")
+        await rig.end_utterance("Are you open on Sunday?")
+        await asyncio.wait_for(slow.entered.wait(), WAIT_S)  # the draft is committed; pipecat settles the end
+        await rig.send(final("Are you open on Sunday?"))
+        await rig.flush()
+        slow.release.set()
+        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the committed answer")
+
+    [draft] = rig.strategy.stats.drafts
+    assert draft.outcome == DraftOutcome.COMMITTED and len(server.requests) == 1
+    assert rig.recorder.text() == "Sorry, we are closed on Sunday."

@@ -105,10 +105,10 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
 
     async def handle_user_turn_stopped(self):
         """A turn that ended without settling its draft (watchdog, interruption) withdraws it."""
+        self._turn_open = False  # before the awaits: no draft starts on a frame processed meanwhile
         await super().handle_user_turn_stopped()
         await self._withdraw("the turn ended without a decision")
         self._clear_turn()
-        self._turn_open = False
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         """Track silence and transcripts, draft on stable ones, and end the turn as the base does."""
@@ -184,7 +184,7 @@ class SpeculativeUserTurnStopStrategy(AdaptiveUserTurnStopStrategy):
         await self._draft_if_stable(self._detector.feed(text, silence_s=silence))
 
     async def _draft_if_stable(self, stable: Stability | None):
-        if stable is None or not self._turn_open or self._drafts_blocked:
+        if stable is None or not self._turn_open or self._drafts_blocked or self.ended:
             return
         replaced = self._draft
         score = None if replaced is None else self._match_policy.score(replaced.text, stable.text)

@@ -37,6 +37,12 @@ nothing said: pipecat's base would wait for a transcript until the aggregator's 
 Subclasses that settle something at the turn end (speculative drafts) override
 ``end_of_turn``, which runs only once the hold is over.
 
+Once this strategy has ended a turn, nothing ends it again until pipecat starts the next one (or
+the caller speaks again): pipecat tells the strategies of the end one after another, with awaits
+between, and on a busy machine a transcript processed in that moment ended the turn a second
+time, and a draft begun on it was withdrawn by the end itself, taking the committed answer with
+it (``ended``).
+
 With ``question_ends_at_final``, a finished question ("What time do you open on Saturday?")
 whose final comes after the VAD stop ends the turn at that final instead of waiting out
 ``user_speech_timeout`` too: the VAD's own silence (0.3 s) already said the caller paused, and
@@ -110,6 +116,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self.ended_at_final = 0
         self.ended_without_words = 0
         self._in_turn = False
+        self._ended = False
         self.silence = SilenceClock()
         self._finals: list[str] = []
         self._audio: deque[np.ndarray] = deque()
@@ -133,12 +140,18 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         return self._hold_task is not None
 
     @property
+    def ended(self) -> bool:
+        """This strategy ended the turn, and neither the next turn nor the caller's voice has started since."""
+        return self._ended
+
+    @property
     def final_awaited(self) -> bool:
         """A partial heard words of an utterance whose final has not come yet."""
         return self._worded_utterance > self._final_utterance
 
     async def handle_user_turn_started(self):
         self._in_turn = True
+        self._ended = False
         await super().handle_user_turn_started()
         await self._cancel_hold()
         await self._cancel_final_wait()
@@ -146,8 +159,8 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     async def handle_user_turn_stopped(self):
         self._in_turn = False
-        await super().handle_user_turn_stopped()
         self._paused = False  # a final that comes now is not this turn's end
+        await super().handle_user_turn_stopped()
         await self._cancel_hold()
         await self._cancel_final_wait()
         self._finals.clear()
@@ -165,6 +178,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             if self.audio_check is not None:
                 self._keep_audio(frame)
         elif isinstance(frame, VADUserStartedSpeakingFrame):
+            self._ended = False  # pipecat keeps a turn open while the caller speaks
             await self._cancel_hold()  # the caller went on: the turn is still theirs
             await self._cancel_final_wait()
             self._verdict = None  # it judged the audio up to a pause that is over
@@ -199,18 +213,18 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             # user_turn_stop_timeout (5 s); a bot this sound cut off would be silent all that time.
             self.ended_without_words += 1
             logger.debug(f"{self}: the turn's sound held no words: it ends")
-            await self.end_of_turn()
+            await self._end()
         return result
 
     def _wordless_turn_over(self) -> bool:
         """A turn is in progress, the caller paused, and nothing they said in it had words."""
-        return (self._in_turn and self._paused and not self._finals and not self.final_awaited
+        return (self._in_turn and not self._ended and self._paused and not self._finals and not self.final_awaited
                 and not self.holding and not self._speech_now())
 
     def _question_answerable_now(self) -> bool:
         """The caller paused after asking a whole question, and every final of it is in."""
         text = self.turn_text
-        return (self.question_ends_at_final and self._paused and not self.final_awaited
+        return (self.question_ends_at_final and not self._ended and self._paused and not self.final_awaited
                 and not self.holding and self._final_wait_task is None and not self._speech_now()
                 and text.endswith("?") and unfinished(text, self.rules_now) is None)
 
@@ -226,7 +240,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
 
     async def trigger_user_turn_stopped(self, *, enable_user_speaking_frames: bool | None = None):
         """End the turn now, unless its words are unfinished and the caller may still go on."""
-        if self.holding or self._final_wait_task is not None:
+        if self._ended or self.holding or self._final_wait_task is not None:
             return
         waited = time.monotonic() - self._vad_stop_at if self._vad_stop_at is not None else 0.0
         if self.final_awaited and waited < self.final_wait_s:
@@ -247,11 +261,15 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
             logger.debug(f"{self}: holding the turn end up to {self.max_wait_s - waited:.2f} s: {reason}: [{self.turn_text}]")
             self._hold_task = self.task_manager.create_task(self._hold(self.max_wait_s - waited), f"{self}::hold")
             return
-        await self.end_of_turn(enable_user_speaking_frames=enable_user_speaking_frames)
+        await self._end(enable_user_speaking_frames=enable_user_speaking_frames)
 
     async def end_of_turn(self, *, enable_user_speaking_frames: bool | None = None):
         """The turn ends (overridden by strategies that settle something then)."""
         await super().trigger_user_turn_stopped(enable_user_speaking_frames=enable_user_speaking_frames)
+
+    async def _end(self, **end_args):
+        self._ended = True  # before any await: a frame processed meanwhile must not end it again
+        await self.end_of_turn(**end_args)
 
     async def _why_unfinished(self) -> tuple[str | None, bool]:
         """Why the turn can't end yet (None: it can), and whether the audio said so rather than the words."""
@@ -282,7 +300,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
         self._hold_task = None
         self.released_by_timeout += 1
         logger.debug(f"{self}: no more words after the longest wait: the turn ends: [{self.turn_text}]")
-        await self.end_of_turn(**self._end_args)
+        await self._end(**self._end_args)
 
     async def _give_up_on_final(self, wait_s: float, enable_user_speaking_frames: bool | None):
         try:
@@ -307,7 +325,7 @@ class AdaptiveUserTurnStopStrategy(SpeechTimeoutUserTurnStopStrategy):
     async def _release(self, why: str):
         await self._cancel_hold()
         logger.debug(f"{self}: {why}: the turn ends: [{self.turn_text}]")
-        await self.end_of_turn(**self._end_args)
+        await self._end(**self._end_args)
 
     async def _cancel_hold(self):
         task, self._hold_task = self._hold_task, None
