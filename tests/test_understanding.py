@@ -233,6 +233,21 @@ def test_a_sure_to_words_the_file_does_not_know_is_not_said(embedder):
     assert facts.supports("I have a question about delivery.", "Sure! We deliver within 3 miles of the shop.")
 
 
+@pytest.mark.parametrize("business, heard, says", [
+    # A question misheard in noise (10 dB, FAQ suite): "Is there parking near the shop?"
+    (BIKES, "It's the parking near the shop.", "42 harbor lane"),
+    (PIZZA, "You lot open Sunday.", "on sunday we're open from noon"),
+    (VETS, "You're open on Saturday mornings.", "half past 12"),
+])
+def test_words_that_ask_nothing_with_a_word_the_file_lacks_hear_the_nearest_fact_as_such(embedder, business,
+                                                                                            heard, says):
+    answer = router_for(business, embedder).matcher(heard)
+    assert answer.intent.startswith("unsure:") and says in answer.text.lower() and "person" in answer.text
+    # Asked, or asked for, in the file's words, the same fact is the answer, plainly.
+    for asked in ("Where is the shop?", "I'd like your address, please.", "The address."):
+        assert not router_for(BIKES, embedder).matcher(asked).intent.startswith("unsure:"), asked
+
+
 @pytest.mark.parametrize("business, asked", [
     (BIKES, "Do you ship to Canada?"),  # a policy, and a detail it does not mention
     (BIKES, "Can I return a helmet I never used?"),

@@ -282,10 +282,14 @@ class IntentMatcher:
             return FastAnswer("unknown", self.business.unknown_answer) if self._not_in_the_file(text) else None
         if answer == self.business.unknown_answer:
             return FastAnswer("unknown", answer)
-        if (matched is None or name in self.business.policies) and self._facts and self._facts.unknown_words(text):
+        if ((matched is None or name in self.business.policies or asks_nothing(text))
+                and self._facts and self._facts.unknown_words(text)):
             # The policy read for a question with details it does not mention ("Do you ship
             # to France?"): true, but maybe not the whole answer, so a person is offered; an LLM
-            # that can say what the policy means for the detail asked says that instead.
+            # that can say what the policy means for the detail asked says that instead. So too
+            # for words that ask nothing and hold a word no fact does: most often a question
+            # misheard ("It's the parking near the shop." for "Is there parking ...?", 10 dB
+            # noise), where the nearest fact said plainly answers what was not asked.
             if not self.hedge:
                 return None
             # Said as the nearest thing the file says, not as the answer: "Do you ship to
@@ -421,6 +425,11 @@ def opens_a_question(text: str) -> bool:
     """A question's first word ("What...", "Do you..."): a question whatever the punctuation."""
     words = comparison_words(text)
     return bool(words and words[0] in _QUESTION_OPENERS)
+
+
+def asks_nothing(text: str) -> bool:
+    """Words with no question anywhere in them and no request ("It's the parking near the shop.")."""
+    return "?" not in text and not is_question(text) and not is_request(text)
 
 
 def is_question(text: str) -> bool:
