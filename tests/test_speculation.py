@@ -449,17 +449,27 @@ async def test_a_transcript_processed_while_pipecat_settles_a_committed_turn_end
     # then withdrew that draft, which stopped the committed answer (docs/testing.md).
     slow = SlowTurnReset()
     server = ScriptedLLM(ttft_s=0.2, tokens_per_s=200, answer_for=answer_by_day)
-    async with scripted(server) as url, speculative_pipeline(url, start=[VADUserTurnStartStrategy(), slow]) as rig:
-        await rig.send(VADUserStartedSpeakingFrame())
-        await rig.say("are you open on sunday")
+    async with (scripted(server) as url,
+                speculative_pipeline(url, start=[VADUserTurnStartStrategy(), slow]) as held,
+                speculative_pipeline(url) as other):
+        await held.send(VADUserStartedSpeakingFrame())
+        await held.say("are you open on sunday")
         await until(lambda: server.requests, "the draft's request")
-        await rig.end_utterance("Are you open on Sunday?")
+        await held.end_utterance("Are you open on Sunday?")
         await asyncio.wait_for(slow.entered.wait(), WAIT_S)  # the draft is committed; pipecat settles the end
-        await rig.send(final("Are you open on Sunday?"))
-        await rig.flush()
+        await held.send(final("Are you open on Sunday?"))
+        await held.flush()
+        # Another call, meanwhile, has a whole turn of its own on the same LLM server.
+        await other.send(VADUserStartedSpeakingFrame())
+        await other.say("what time do you open on saturday")
+        await other.end_utterance("What time do you open on Saturday?")
+        await until(lambda: other.recorder.first(LLMFullResponseEndFrame) is not None, "the other call's answer")
         slow.release.set()
-        await until(lambda: rig.recorder.first(LLMFullResponseEndFrame) is not None, "the committed answer")
+        await until(lambda: held.recorder.first(LLMFullResponseEndFrame) is not None, "the committed answer")
 
-    [draft] = rig.strategy.stats.drafts
-    assert draft.outcome == DraftOutcome.COMMITTED and len(server.requests) == 1
-    assert rig.recorder.text() == "Sorry, we are closed on Sunday."
+    for rig in (held, other):
+        [draft] = rig.strategy.stats.drafts
+        assert draft.outcome == DraftOutcome.COMMITTED
+    assert len(server.requests) == 2  # each call's draft, and nothing asked again
+    assert held.recorder.text() == "Sorry, we are closed on Sunday."
+    assert other.recorder.text() == "Yes. On Saturday we open at ten in the morning."
