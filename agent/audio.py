@@ -87,8 +87,14 @@ def espeak_speech(text: str, voice: str = "en-us", words_per_minute: int = 160, 
         with wave.open(str(raw_path)) as raw:
             espeak_rate = raw.getframerate()
             spoken = np.frombuffer(raw.readframes(raw.getnframes()), dtype=np.int16)
-    voiced = np.flatnonzero(spoken)
-    if voiced.size == 0:
+    spoken = without_digital_silence(spoken)
+    if spoken.size == 0:
         raise ValueError(f"espeak-ng produced no speech for {text!r} ({voice})")
-    spoken = spoken[voiced[0] : voiced[-1] + 1]
     return soxr.resample(spoken, espeak_rate, rate, quality="VHQ").astype(np.int16)
+
+
+def without_digital_silence(samples: np.ndarray) -> np.ndarray:
+    """``samples`` from their first non-zero sample to their last: a synthesiser's own padding
+    cut off, so silence added after it is all the silence there is."""
+    voiced = np.flatnonzero(samples)
+    return samples[voiced[0] : voiced[-1] + 1] if voiced.size else samples[:0]

@@ -67,6 +67,18 @@ def test_a_neural_voice_utterance_is_said_whole_and_cut_where_its_words_part():
     assert heard(clip.samples[round(end * 16000):]).lstrip().startswith(("four", "4"))
 
 
+def test_a_neural_utterance_said_part_by_part_is_silent_for_its_pause_alone():
+    # hibari pads what it says with silence: kept, the spelled name's 0.7 s pause was 1.46 s long.
+    [utterance] = [u for u in NEURAL_TURNS if u.id == "n-p-spelled"]
+    clip = render_turn(utterance, NeuralVoice())
+    assert clip.cut == "separate"
+    [(start, end)] = clip.pauses
+    voiced = np.flatnonzero(clip.samples)
+    last_before = voiced[voiced < round(start * 16000)].max() / 16000
+    first_after = voiced[voiced >= round(end * 16000)].min() / 16000
+    assert first_after - last_before == pytest.approx(0.7, abs=0.01)
+
+
 def test_a_turn_end_before_the_caller_finished_is_a_cut_off_and_the_first_one_after_is_the_delay():
     clip = TurnClip(TURNS_CORPUS[0], np.zeros(16000, dtype=np.int16), speech_end_s=3.0, pauses=((1.5, 2.3),))
     assert judge(clip, [2.0, 3.45]) == {"turn_ends_ms": [-1000, 450], "cut_off": True, "eot_ms": 450}

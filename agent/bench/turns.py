@@ -63,7 +63,7 @@ from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUser
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
-from agent.audio import espeak_speech, find_speech_end, read_wav, speech_segments
+from agent.audio import espeak_speech, find_speech_end, read_wav, speech_segments, without_digital_silence
 from agent.bench.conditions import Condition, noisy
 from agent.bench.corpus import Utterance, arctic_a0009_path, spoken
 from agent.bench.overhead import feed_pipeline
@@ -220,7 +220,9 @@ class NeuralVoice:
         for segment in utterance.segments[:-1]:
             said += len(_words(segment))
             if words[:said + 1] != expected[:said + 1]:
-                return [self.say(s) for s in utterance.segments], "separate"
+                # Without hibari's own padding: it added ~0.4 s either side, and the spelled
+                # name's 0.7 s pause was 1.46 s of silence in the clip.
+                return [without_digital_silence(self.say(s)) for s in utterance.segments], "separate"
             cuts.append(round(heard[said].start * RATE))  # where the next word starts
         bounds = [0, *cuts, len(whole)]
         return [whole[a:b] for a, b in zip(bounds, bounds[1:])], "aligned"
