@@ -412,3 +412,20 @@ def test_a_statement_mostly_of_words_no_fact_holds_is_told_no_fact_but_may_be_an
     bikes = FactIndex(load_business())
     assert bikes.supports("I think my order is lost.", "I'm sorry to hear that. Could you tell me your order number?")
     assert pizza.supports("Are you hiring delivery drivers?", "I'm sorry, I don't know that.")
+
+
+def test_a_yes_and_a_fact_to_words_that_ask_nothing_must_come_from_a_fact_that_holds_them():
+    # Whisper writes a question it mishears as a statement; "Sure!" then agrees to what it says.
+    bikes = FactIndex(load_business())
+    ferry = "I'm catching the ferry. I leave my bike with you for the day."  # a 10 dB call, 2026-12-07
+    assert checked_answer(bikes.supports, ferry, "Sure! I'm at 42 Harbor Lane, Portsmouth, next to the ferry terminal.",
+                          unsupported_text=bikes.business.unknown_answer) == bikes.business.unknown_answer
+    plumbing = FactIndex(load_business("agent/business/examples/brightwater_plumbing.yaml"))
+    assert not plumbing.supports("I'll pay the plumber in cash when he's done.", "Sure! Payment is due when the job is finished.")
+    # A fact that holds every word of it the file knows may still say yes, and "Sure!" with a
+    # question back only acknowledges.
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    assert pizza.supports("I'll grab a large pepperoni pizza.", "Sure! A large pepperoni pizza is 21 dollars.")
+    assert bikes.supports("I'll rent a city bike for the day.", "Sure! A city bike rental is 20 dollars a day.")
+    vets = FactIndex(load_business("agent/business/examples/willowbank_vets.yaml"))
+    assert vets.supports("My cat's due her vaccinations next week.", "Sure! When would you like to come in?")

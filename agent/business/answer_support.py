@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from agent.business.words import RECKONING, numbers_in, same_word, words
+from agent.business.words import RECKONING, asks_nothing, numbers_in, same_word, words
 from processors.turns.comparison_form import comparison_words
 
 # The grounding's line for a question no fact is about (agent/business/facts.py); read back by a
@@ -159,7 +159,14 @@ def supports(index, question: str, answer: str) -> bool:
         return False
     if _agrees_with_what_a_fact_denies(index, question, facts, said):
         return False
-    if asked and asked[0] in _YES_NO_QUESTION and said and said[0] in _YES_NO_ANSWER:
+    yes_or_no = bool(asked) and asked[0] in _YES_NO_QUESTION
+    if said and said[0] in _YES_NO_ANSWER and not yes_or_no and asks_nothing(question):
+        # "Sure!" and a fact, to words that ask nothing, agree to what they say: Whisper writes a
+        # question it mishears as a statement ("I'm catching the ferry. I leave my bike with you
+        # for the day.", a 10 dB call, 2026-12-07, heard "Sure! I'm at 42 Harbor Lane ..."). Held
+        # to a yes-or-no question's rule below. "Sure! What time suits you?" only acknowledges.
+        yes_or_no = any(_tells_a_fact(index, facts, question, _claimed(sentence)) for sentence in _SENTENCE.findall(answer))
+    if yes_or_no and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
         # another, and no fact says yes to both.

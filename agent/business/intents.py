@@ -40,7 +40,8 @@ from difflib import SequenceMatcher
 import jellyfish
 
 from agent.business.facts import FactIndex
-from agent.business.words import article, asked_items, asks_to_reckon, item_words, numbers_as_digits, same_word
+from agent.business.words import (article, asked_items, asks_nothing, asks_to_reckon, is_question, is_request, item_words,
+                                  numbers_as_digits, opens_a_question, same_word)
 from agent.business.meaning import ABOUT, LEAD, NEAR_A_FACT, NOTHING_NEAR
 from agent.business.model import WEEKDAYS, Business, Intent
 from agent.business.hours import DAY_WORDS, SPECIAL_DAYS, hours_for
@@ -414,35 +415,7 @@ class IntentMatcher:
         return (", and ".join(said) if len(said) < 3 else "; ".join(said)) + "."
 
 
-_QUESTION_OPENERS = frozenset(
-    "what whats when where which who whom whose why how is are am was were do does did can could will would "
-    "shall should may might have has".split()
-)
 _PERSON_WORDS = frozenset("person human someone somebody agent representative manager staff operator".split())
-
-
-def opens_a_question(text: str) -> bool:
-    """A question's first word ("What...", "Do you..."): a question whatever the punctuation."""
-    words = comparison_words(text)
-    return bool(words and words[0] in _QUESTION_OPENERS)
-
-
-def asks_nothing(text: str) -> bool:
-    """Words with no question anywhere in them and no request ("It's the parking near the shop.")."""
-    return "?" not in text and not is_question(text) and not is_request(text)
-
-
-def is_question(text: str) -> bool:
-    """A question mark, or a question's first word ("Do you...", "Where...")."""
-    words = comparison_words(text)
-    return text.rstrip().endswith("?") or bool(words and words[0] in _QUESTION_OPENERS)
-
-
-# How a caller asks for something without a question: "I want...", "I'd like...", "I forgot...".
-_REQUEST = re.compile(
-    r"\b(?:i|id)(?: would| just| really)* (?:want|wanna|like|love|need)\b|\b(?:im|i am) (?:trying|looking)\b"
-    r"|\bi (?:forgot|lost|cant|cannot|couldnt)\b"
-)
 
 
 # How a follow-up opens: "And on Sunday?", "What about the electric one?", "How about Monday?".
@@ -477,11 +450,6 @@ def requests(text: str) -> bool:
 # "Can I ...?", "Could you ...?": how a request is put as a question.
 _REQUEST_OPENINGS = frozenset((verb, who) for verb in ("can", "could", "may", "would", "will")
                               for who in ("i", "we", "you"))
-
-
-def is_request(text: str) -> bool:
-    """Whether ``text`` asks for something in the first person ("I'd like to merge my accounts.")."""
-    return bool(_REQUEST.search(" ".join(comparison_words(text))))
 
 
 def asks_for_person(text: str) -> bool:

@@ -134,3 +134,37 @@ def asks_to_reckon(text: str) -> bool:
 def article(noun: str) -> str:
     """The indefinite article a spoken noun takes ("an electric bike", "a city bike")."""
     return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
+# How a turn is put: a question, a request, or neither. The fast path, the tools' router and the
+# answer check all read a turn's form this one way.
+_QUESTION_OPENERS = frozenset(
+    "what whats when where which who whom whose why how is are am was were do does did can could will would "
+    "shall should may might have has".split()
+)
+# How a caller asks for something without a question: "I want...", "I'd like...", "I forgot...".
+_REQUEST = re.compile(
+    r"\b(?:i|id)(?: would| just| really)* (?:want|wanna|like|love|need)\b|\b(?:im|i am) (?:trying|looking)\b"
+    r"|\bi (?:forgot|lost|cant|cannot|couldnt)\b"
+)
+
+
+def opens_a_question(text: str) -> bool:
+    """A question's first word ("What...", "Do you..."): a question whatever the punctuation."""
+    said = comparison_words(text)
+    return bool(said and said[0] in _QUESTION_OPENERS)
+
+
+def is_question(text: str) -> bool:
+    """A question mark, or a question's first word ("Do you...", "Where...")."""
+    return text.rstrip().endswith("?") or opens_a_question(text)
+
+
+def is_request(text: str) -> bool:
+    """Whether ``text`` asks for something in the first person ("I'd like to merge my accounts.")."""
+    return bool(_REQUEST.search(" ".join(comparison_words(text))))
+
+
+def asks_nothing(text: str) -> bool:
+    """Words with no question anywhere in them and no request ("It's the parking near the shop.")."""
+    return "?" not in text and not opens_a_question(text) and not is_request(text)

@@ -25,7 +25,8 @@ from __future__ import annotations
 import functools
 import re
 
-from agent.business.intents import IntentMatcher, is_question, opens_a_question
+from agent.business.intents import IntentMatcher
+from agent.business.words import is_question, opens_a_question
 from agent.tools import arguments, words
 from agent.tools.functions import CallTools
 from processors.fast_path import FastAnswer
