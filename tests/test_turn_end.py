@@ -47,6 +47,8 @@ SILENT = bytes(640)
     "My order number is", "My order number is...", "I would like two bikes for Saturday,", "Um,", "uh",
     "I want a city bike and", "My order number is four five", "My phone number is 555 01",
     "My name is A N N", "What are your hours during the",
+    # Whole questions by their words that ask to be told what the caller has not said yet.
+    "Could you tell me?", "Can you let us know?", "Would you be able to show me?",
 ])
 def test_unfinished_words_are_told_apart(text):
     assert unfinished(text) is not None
@@ -56,6 +58,7 @@ def test_unfinished_words_are_told_apart(text):
     "What time do you open on Saturday?", "My order number is 4572.", "What's your phone number?",
     "I think so.", "I'd like that.", "Yes, I do.", "My phone number is 555 0142.", "Can I pay with cash?",
     "He turned sharply, and faced Gregson across the table.", "I want to know where it is.", "",
+    "Can you tell me your opening hours?", "Could you tell me more?", "Can you show me how it works?",
 ])
 def test_finished_words_can_end_the_turn(text):
     assert unfinished(text) is None

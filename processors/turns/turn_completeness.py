@@ -3,7 +3,8 @@
 Consumes a turn's transcript (its finals so far); gives ``None`` when the words could end a
 turn, or why they can't: they end in a word that needs more ("and", "is", "my", "um"), in
 punctuation Whisper writes at a break in a sentence ("...", ",", ":"), in a number being
-dictated that is still short, or in a name being spelled letter by letter; and, for an STT that
+dictated that is still short, in a name being spelled letter by letter, or in asking to be told
+what has not been said yet ("Could you tell me?"); and, for an STT that
 punctuates what it hears end (Whisper), in no closing punctuation at all. A question mark or an
 ordinary last word is finished. Pure and cheap (microseconds), so it runs at every pause;
 ``adaptive_user_turn_stop.py`` decides on it.
@@ -30,6 +31,11 @@ UNFINISHED_LAST_WORDS = frozenset("""
     to of for with from at in on by about into onto than as if whose
     is are was were i i'm it's there's we're you're i'd i'll i've we'd
 """.split())
+
+# "Could you tell me? ... when you open on Sunday": these ask to be told something, and what comes
+# next says what. Whole as a question by their words, so the question mark does not end them.
+_TELL_WHAT = frozenset({(verb, who) for verb in ("tell", "show", "remind") for who in ("me", "us")}
+                       | {("let", who, "know") for who in ("me", "us")})
 
 # "is"/"are" end a sentence after a pronoun ("that's where it is"), not after a noun ("my number is").
 _BE = frozenset("is are was were".split())
@@ -69,9 +75,11 @@ def unfinished(text: str, rules: CompletenessRules = CompletenessRules()) -> str
         return None
     if stripped.endswith(("...", "…", ",", ";", ":", "-", "—")):
         return "ends mid-sentence (" + stripped[-1] + ")"
+    words = _WORD.findall(stripped.lower())
+    if tuple(words[-3:]) in _TELL_WHAT or tuple(words[-2:]) in _TELL_WHAT:
+        return "asks to be told what is still to come"
     if stripped.endswith("?"):
         return None
-    words = _WORD.findall(stripped.lower())
     if not words:
         return None
     last = words[-1]
