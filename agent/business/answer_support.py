@@ -106,8 +106,8 @@ def supports(index, question: str, answer: str) -> bool:
         if words(answer) and words(answer) <= words(question):
             return False
         return all(_not_a_claim(sentence) for sentence in _SENTENCE.findall(answer) if sentence.strip())
-    if "?" not in question and index.unknown_share(question) > _MOSTLY_UNKNOWN and any(
-            _tells_a_fact(index, facts, question, _claimed(sentence)) for sentence in _SENTENCE.findall(answer)):
+    if "?" not in question and index.unknown_share(question) > _MOSTLY_UNKNOWN and _answer_tells_a_fact(
+            index, facts, question, answer):
         # A statement most of whose words no fact holds: what retrieval found for it answers
         # nothing it said ("You're hiring delivery drivers right to home." heard the delivery
         # line, on a clean browser call; a bathroom refit heard three lines read back). "I'm sorry
@@ -165,7 +165,7 @@ def supports(index, question: str, answer: str) -> bool:
         # question it mishears as a statement ("I'm catching the ferry. I leave my bike with you
         # for the day.", a 10 dB call, 2026-12-07, heard "Sure! I'm at 42 Harbor Lane ..."). Held
         # to a yes-or-no question's rule below. "Sure! What time suits you?" only acknowledges.
-        yes_or_no = any(_tells_a_fact(index, facts, question, _claimed(sentence)) for sentence in _SENTENCE.findall(answer))
+        yes_or_no = _answer_tells_a_fact(index, facts, question, answer)
     if yes_or_no and said and said[0] in _YES_NO_ANSWER:
         # The yes or no must come from one fact that holds every word of the question the file
         # knows: "Do you repair electric cougars?" has "repair" in one fact and "electric" in
@@ -222,6 +222,11 @@ def _agrees_with_what_a_fact_denies(index, question: str, facts: list[str], said
             if denied and denied[-1] in index.distinctive(line) and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
+
+
+def _answer_tells_a_fact(index, facts: list[str], question: str, answer: str) -> bool:
+    """Whether any sentence of ``answer`` claims something of ``facts`` (``_claimed``, ``_tells_a_fact``)."""
+    return any(_tells_a_fact(index, facts, question, _claimed(sentence)) for sentence in _SENTENCE.findall(answer))
 
 
 def _tells_a_fact(index, facts: list[str], question: str, claim: str) -> bool:
