@@ -414,6 +414,30 @@ def test_a_statement_mostly_of_words_no_fact_holds_is_told_no_fact_but_may_be_an
     assert pizza.supports("Are you hiring delivery drivers?", "I'm sorry, I don't know that.")
 
 
+def test_an_items_word_said_before_a_word_no_fact_holds_names_no_item():
+    # "Do you repair electric scooters?", heard "You repair a electric cougar." on a phone call
+    # (2026-12-07), got the e-bike's price: "electric" said of a thing the file does not hold.
+    bikes = FactIndex(load_business())
+    assert not bikes.supports("My son wants an electric skateboard.", "An electric bike rental is 45 dollars a day.")
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    assert not pizza.supports("How much is a pepperoni calzone?", "A large pepperoni pizza is 21 dollars.")
+    # The item's own last word, or a word after it the file holds, still names it.
+    assert bikes.supports("How much is an electric bike for my son?", "An electric bike rental is 45 dollars a day.")
+    assert pizza.supports("How much is a large pepperoni pizza to go?", "A large pepperoni pizza is 21 dollars.")
+
+
+def test_a_yes_naming_an_item_the_caller_did_not_is_no_yes_to_a_thing_the_file_does_not_hold():
+    # "Sure! We can rent a city bike ..." to a tandem (a browser call, 2026-12-07) agrees to the
+    # tandem under another item's name.
+    bikes = FactIndex(load_business())
+    assert not bikes.supports("Have you got any cargo bikes for hire?", "Sure! A city bike rental is 20 dollars a day.")
+    pizza = FactIndex(load_business("agent/business/examples/corner_slice_pizza.yaml"))
+    assert not pizza.supports("Can I get a calzone?", "Sure! A large cheese pizza is 18 dollars.")
+    # The item the caller named may have its yes, whoever it is for.
+    assert bikes.supports("Can I rent a city bike for my son?", "Sure! A city bike rental is 20 dollars a day.")
+    assert pizza.supports("Can I get a large pepperoni for my daughter?", "Sure! A large pepperoni pizza is 21 dollars.")
+
+
 def test_a_yes_and_a_fact_to_words_that_ask_nothing_must_come_from_a_fact_that_holds_them():
     # Whisper writes a question it mishears as a statement; "Sure!" then agrees to what it says.
     bikes = FactIndex(load_business())

@@ -40,13 +40,13 @@ _NEGATION = re.compile(r"\b(?:don'?t|do not|doesn'?t|does not|can'?t|cannot|can 
 _DONT_KNOW = re.compile(r"\b(not sure|don'?t know|do not know|no information|person|someone|colleague|put you through|connect you)\b")
 
 
-def worked_out_numbers(index, facts: list[str], question: str) -> set[str]:
+def worked_out_numbers(index, facts: list[str], question: str, naming: set[str] | None = None) -> set[str]:
     """The numbers an answer may work out from what the file and the caller said: a number of a
     price the caller named, times the caller's own numbers ("two city bikes for three days" is
     2 x 3 x 20 = 120), and the sum or difference of two such from two prices the caller named
     ("a city bike and an e-bike for a day" is 20 + 45). A tune-up never costs 45 + 20: the caller
     named one thing, so nothing is added to it."""
-    asked = words(question)
+    asked = words(question) if naming is None else naming  # the words that name the caller's items
     given = {int(n) for n in numbers_in(question) if n.isdigit() and 0 < int(n) <= 100}
     if _HEARD_AS_TO.search(question.lower()):
         given.add(2)  # "rent to city bikes": Whisper writes the caller's "two" as "to" before a plural
@@ -139,12 +139,15 @@ def supports(index, question: str, answer: str) -> bool:
         return False
     # Worked out only from prices the caller named, so a word the file does not know beside them
     # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
+    # An item's word said only before a word no fact holds names that thing, not the item: "a
+    # electric cougar" (a phone call's "electric scooters", 2026-12-07) is no electric bike.
+    naming = asked_words - _modifiers_of_the_unknown(index, question, unknown)
     new_numbers = numbers_in(answer) - numbers_in(question)
     if new_numbers:  # the check runs on every clause of a streaming answer: most say no number
-        new_numbers -= worked_out_numbers(index, facts, question)
+        new_numbers -= worked_out_numbers(index, facts, question, naming)
     for number in new_numbers:
         if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
-                asked_words if line in index.price_lines else mentioned)) for line in facts):
+                naming if line in index.price_lines else mentioned)) for line in facts):
             return False
     # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
     # question's own words; "Yes, we repair electric scooters." only echoes the question.
@@ -158,6 +161,11 @@ def supports(index, question: str, answer: str) -> bool:
         # said is mostly what the file does not know ("You're hiring delivery drivers right to home.").
         return False
     if _agrees_with_what_a_fact_denies(index, question, facts, said):
+        return False
+    if strict and said and said[0] in _AGREEING and _names_another_item(index, asked_words, answer):
+        # A yes that names an item the caller did not, to words naming a thing the file does not
+        # hold, agrees to that thing with another's name: "Sure! We can rent a city bike for the
+        # afternoon." to "Have you got a tandem we could rent?" (a browser call, 2026-12-07).
         return False
     yes_or_no = bool(asked) and asked[0] in _YES_NO_QUESTION
     if said and said[0] in _YES_NO_ANSWER and not yes_or_no and asks_nothing(question):
@@ -222,6 +230,23 @@ def _agrees_with_what_a_fact_denies(index, question: str, facts: list[str], said
             if denied and denied[-1] in index.distinctive(line) and any(same_word(denied[-1], w) for w in asked):
                 return True
     return False
+
+
+def _modifiers_of_the_unknown(index, question: str, unknown: set[str]) -> set[str]:
+    """The words of ``question`` that name part of a priced item ("electric") right before a word
+    no fact holds ("cougar"): in English the last word of a noun phrase says what it is."""
+    said = comparison_words(question)
+    item_words = {w for line in index.price_lines for w in index.distinctive(line)}
+    return {before for before, word in zip(said, said[1:])
+            if word in unknown and any(same_word(before, w) for w in item_words)}
+
+
+def _names_another_item(index, asked_words: set[str], answer: str) -> bool:
+    """Whether ``answer`` names a priced item by a word of its line's own ("city", "pepperoni")
+    that the caller never said in any form."""
+    said = words(answer)
+    return any(not any(same_word(w, a) for a in asked_words)
+               for line in index.price_lines for w in index.distinctive(line) & said)
 
 
 def _answer_tells_a_fact(index, facts: list[str], question: str, answer: str) -> bool:
