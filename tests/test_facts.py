@@ -439,6 +439,26 @@ def test_a_yes_naming_an_item_the_caller_did_not_is_no_yes_to_a_thing_the_file_d
     assert pizza.supports("Can I get a large pepperoni for my daughter?", "Sure! A large pepperoni pizza is 21 dollars.")
 
 
+@pytest.mark.parametrize("business, asked, answer", [
+    ("agent/business/harbor_lane_bikes.yaml", "Um have your daughter tandem we could rent for the afternoon?",
+     "Sure! We can do that for the afternoon."),
+    ("agent/business/harbor_lane_bikes.yaml", "Can I rent a city bike for the afternoon?",
+     "Sure! A city bike rental is 20 dollars a day."),
+    ("agent/business/examples/willowbank_vets.yaml", "So would the vet be free to see a hamster on Thursday?",
+     "Yes, the vet can see your hamster on Thursday."),
+])
+def test_a_yes_is_judged_the_same_however_the_question_is_punctuated(business, asked, answer):
+    # Whisper's commas fall anywhere, and a draft is kept when its partial has the final's words
+    # whatever their punctuation: "Um, have your daughter, tandem we could rent ...?" (a browser
+    # call, 2026-12-07) once had its "Sure!" read against the clause "tandem we could rent ...".
+    facts = FactIndex(load_business(business))
+    words = asked.rstrip("?").split()
+    verdicts = {facts.supports(asked, answer)}
+    for cut in range(1, len(words) - 1):  # a comma after each word in turn
+        verdicts.add(facts.supports(" ".join(words[:cut]) + ", " + " ".join(words[cut:]) + "?", answer))
+    assert verdicts == {False}
+
+
 def test_a_yes_and_a_fact_to_words_that_ask_nothing_must_come_from_a_fact_that_holds_them():
     # Whisper writes a question it mishears as a statement; "Sure!" then agrees to what it says.
     bikes = FactIndex(load_business())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from agent.business.words import RECKONING, asks_nothing, numbers_in, same_word, words
+from agent.business.words import RECKONING, asks_nothing, numbers_in, opens_a_question, same_word, words
 from processors.turns.comparison_form import comparison_words
 
 # The grounding's line for a question no fact is about (agent/business/facts.py); read back by a
@@ -152,8 +152,14 @@ def supports(index, question: str, answer: str) -> bool:
     # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
     # question's own words; "Yes, we repair electric scooters." only echoes the question.
     # The question is the turn's last clause: "I'm catching the ferry, can I leave my bike here?"
-    # asks yes or no as plainly as "Can I leave my bike here?".
-    asked = comparison_words(next((c for c in reversed(_CLAUSES.split(question)) if len(c.split()) >= 2), question))
+    # asks yes or no as plainly as "Can I leave my bike here?". A last clause that opens no
+    # question is one Whisper's comma cut from it: "Um, have your daughter, tandem we could rent
+    # for the afternoon?" (a partial of a browser call, 2026-12-07) asks from "have".
+    clauses = [c for c in _CLAUSES.split(question) if len(c.split()) >= 2]
+    last = clauses[-1] if clauses else question
+    if not opens_a_question(last):
+        last = next((c for c in reversed(_CLAUSES.split(question)) if set(comparison_words(c)[:1]) & _YES_NO_QUESTION), last)
+    asked = comparison_words(last)
     said = comparison_words(answer)
     if (said and said[0] in _YES_NO_ANSWER and not (asked and asked[0] in _YES_NO_QUESTION)
             and index.unknown_share(question) > _MOSTLY_UNKNOWN):
