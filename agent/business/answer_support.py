@@ -154,7 +154,8 @@ def supports(index, question: str, answer: str) -> bool:
     # The question is the turn's last clause: "I'm catching the ferry, can I leave my bike here?"
     # asks yes or no as plainly as "Can I leave my bike here?". A last clause that opens no
     # question is one Whisper's comma cut from it: "Um, have your daughter, tandem we could rent
-    # for the afternoon?" (a partial of a browser call, 2026-12-07) asks from "have".
+    # for the afternoon?" (a browser call's words as a partial may punctuate them, 2026-12-07)
+    # asks from "have".
     clauses = [c for c in _CLAUSES.split(question) if len(c.split()) >= 2]
     last = clauses[-1] if clauses else question
     if not opens_a_question(last):
