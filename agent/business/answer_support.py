@@ -169,11 +169,6 @@ def supports(index, question: str, answer: str) -> bool:
         return False
     if _agrees_with_what_a_fact_denies(index, question, facts, said):
         return False
-    if strict and said and said[0] in _AGREEING and _names_another_item(index, asked_words, answer):
-        # A yes that names an item the caller did not, to words naming a thing the file does not
-        # hold, agrees to that thing with another's name: "Sure! We can rent a city bike for the
-        # afternoon." to "Have you got a tandem we could rent?" (a browser call, 2026-12-07).
-        return False
     yes_or_no = bool(asked) and asked[0] in _YES_NO_QUESTION
     if said and said[0] in _YES_NO_ANSWER and not yes_or_no and asks_nothing(question):
         # "Sure!" and a fact, to words that ask nothing, agree to what they say: Whisper writes a
@@ -246,14 +241,6 @@ def _modifiers_of_the_unknown(index, question: str, unknown: set[str]) -> set[st
     item_words = {w for line in index.price_lines for w in index.distinctive(line)}
     return {before for before, word in zip(said, said[1:])
             if word in unknown and any(same_word(before, w) for w in item_words)}
-
-
-def _names_another_item(index, asked_words: set[str], answer: str) -> bool:
-    """Whether ``answer`` names a priced item by a word of its line's own ("city", "pepperoni")
-    that the caller never said in any form."""
-    said = words(answer)
-    return any(not any(same_word(w, a) for a in asked_words)
-               for line in index.price_lines for w in index.distinctive(line) & said)
 
 
 def _answer_tells_a_fact(index, facts: list[str], question: str, answer: str) -> bool:
