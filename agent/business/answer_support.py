@@ -139,16 +139,16 @@ def supports(index, question: str, answer: str) -> bool:
         return False
     # Worked out only from prices the caller named, so a word the file does not know beside them
     # ("a tune-up on mine") borrows nothing: a helmet's price is never worked out.
-    # An item's word said only before a word no fact holds names that thing, not the item: "a
-    # electric cougar" (a phone call's "electric scooters", 2026-12-07) is no electric bike.
-    naming = asked_words - _modifiers_of_the_unknown(index, question, unknown)
     new_numbers = numbers_in(answer) - numbers_in(question)
     if new_numbers:  # the check runs on every clause of a streaming answer: most say no number
+        # An item's word said only before a word no fact holds names that thing, not the item: "a
+        # electric cougar" (a phone call's "electric scooters", 2026-12-07) is no electric bike.
+        naming = asked_words - _modifiers_of_the_unknown(index, question, unknown)
         new_numbers -= worked_out_numbers(index, facts, question, naming)
-    for number in new_numbers:
-        if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
-                naming if line in index.price_lines else mentioned)) for line in facts):
-            return False
+        for number in new_numbers:
+            if not any(number in numbers_in(line) and (not strict or index.distinctive(line) & (
+                    naming if line in index.price_lines else mentioned)) for line in facts):
+                return False
     # "Yes"/"no" to a yes-or-no question must come with something from the facts beyond the
     # question's own words; "Yes, we repair electric scooters." only echoes the question.
     # The question is the turn's last clause: "I'm catching the ferry, can I leave my bike here?"
@@ -156,10 +156,11 @@ def supports(index, question: str, answer: str) -> bool:
     # question is one Whisper's comma cut from it: "Um, have your daughter, tandem we could rent
     # for the afternoon?" (a browser call's words as a partial may punctuate them, 2026-12-07)
     # asks from "have".
-    clauses = [c for c in _CLAUSES.split(question) if len(c.split()) >= 2]
+    parts = _CLAUSES.split(question)
+    clauses = [c for c in parts if len(c.split()) >= 2]
     last = clauses[-1] if clauses else question
     if not opens_a_question(last):
-        last = next((c for c in reversed(_CLAUSES.split(question)) if set(comparison_words(c)[:1]) & _YES_NO_QUESTION), last)
+        last = next((c for c in reversed(parts) if set(comparison_words(c)[:1]) & _YES_NO_QUESTION), last)
     asked = comparison_words(last)
     said = comparison_words(answer)
     if (said and said[0] in _YES_NO_ANSWER and not (asked and asked[0] in _YES_NO_QUESTION)
@@ -237,6 +238,8 @@ def _agrees_with_what_a_fact_denies(index, question: str, facts: list[str], said
 def _modifiers_of_the_unknown(index, question: str, unknown: set[str]) -> set[str]:
     """The words of ``question`` that name part of a priced item ("electric") right before a word
     no fact holds ("cougar"): in English the last word of a noun phrase says what it is."""
+    if not unknown:
+        return set()
     said = comparison_words(question)
     item_words = {w for line in index.price_lines for w in index.distinctive(line)}
     return {before for before, word in zip(said, said[1:])
